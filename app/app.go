@@ -1,0 +1,217 @@
+// Package app is the gateway's control plane: the `llm` Caddy app that
+// holds gateway API keys, virtual keys and saved configs, shared by every
+// route of one Caddy. Handlers find it with ctx.App("llm").
+package app
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
+)
+
+// ID is the app's module ID and its global Caddyfile option name.
+const ID = "llm"
+
+// App is the `llm` app. Secrets in it should be given as {env.*}
+// placeholders (or sha256: digests for gateway keys): they are resolved at
+// provision time into unexported fields, so GET /config/ only ever shows
+// the placeholder.
+type App struct {
+	// APIKeys are the gateway API keys clients send in x-gateway-api-key.
+	APIKeys []APIKey `json:"api_keys,omitempty"`
+	// VirtualKeys map a name to stored provider credentials and settings.
+	VirtualKeys map[string]*providers.Settings `json:"virtual_keys,omitempty"`
+	// Configs map a saved config id to a configuration object, given inline
+	// as a JSON object or as a JSON string holding a file path.
+	Configs map[string]json.RawMessage `json:"configs,omitempty"`
+
+	keys        []resolvedKey
+	virtualKeys map[string]*providers.Settings
+	configs     map[string][]byte
+	logger      *zap.Logger
+}
+
+// APIKey is one gateway API key.
+type APIKey struct {
+	// Name identifies the key in logs, metrics and rate-limit policies.
+	Name string `json:"name"`
+	// Key is "{env.VAR}", "sha256:<hex digest of the key>", or the key.
+	Key string `json:"key"`
+	// WorkspaceID and OrganisationID default to UUIDs derived from Name,
+	// so they stay stable across restarts without being configured.
+	WorkspaceID    string `json:"workspace_id,omitempty"`
+	OrganisationID string `json:"organisation_id,omitempty"`
+}
+
+// Identity is who a valid gateway key belongs to. It never holds the key.
+type Identity struct {
+	Name           string
+	WorkspaceID    string
+	OrganisationID string
+}
+
+type resolvedKey struct {
+	digest [sha256.Size]byte
+	id     *Identity
+}
+
+var idNamespace = uuid.MustParse("6b0c8a52-0d1e-4b44-9f0e-6c1f3b0c9a11")
+
+// CaddyModule returns the Caddy module information.
+func (App) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: ID, New: func() caddy.Module { return new(App) }}
+}
+
+// Provision resolves placeholders and validates saved configs, so a bad
+// config fails the load instead of the first request that uses it.
+func (a *App) Provision(ctx caddy.Context) error {
+	a.logger = ctx.Logger()
+	repl := caddy.NewReplacer()
+	seen := make(map[string]bool, len(a.APIKeys))
+	for i, k := range a.APIKeys {
+		if k.Name == "" {
+			return fmt.Errorf("api_keys[%d]: name is required", i)
+		}
+		if seen[k.Name] {
+			return fmt.Errorf("api_keys[%d]: duplicate name %q", i, k.Name)
+		}
+		seen[k.Name] = true
+		digest, err := keyDigest(repl, k.Key)
+		if err != nil {
+			return fmt.Errorf("api key %q: %v", k.Name, err)
+		}
+		id := &Identity{Name: k.Name, WorkspaceID: k.WorkspaceID, OrganisationID: k.OrganisationID}
+		if id.WorkspaceID == "" {
+			id.WorkspaceID = uuid.NewSHA1(idNamespace, []byte("workspace:"+k.Name)).String()
+		} else if _, err := uuid.Parse(id.WorkspaceID); err != nil {
+			return fmt.Errorf("api key %q: workspace_id must be a UUID", k.Name)
+		}
+		if id.OrganisationID == "" {
+			id.OrganisationID = uuid.NewSHA1(idNamespace, []byte("organisation:"+k.Name)).String()
+		} else if _, err := uuid.Parse(id.OrganisationID); err != nil {
+			return fmt.Errorf("api key %q: organisation_id must be a UUID", k.Name)
+		}
+		a.keys = append(a.keys, resolvedKey{digest: digest, id: id})
+	}
+
+	a.virtualKeys = make(map[string]*providers.Settings, len(a.VirtualKeys))
+	for name, vk := range a.VirtualKeys {
+		if vk == nil || vk.Provider == "" {
+			return fmt.Errorf("virtual key %q: provider is required", name)
+		}
+		if _, ok := providers.Lookup(strings.ToLower(vk.Provider)); !ok {
+			return fmt.Errorf("virtual key %q: unknown provider %q", name, vk.Provider)
+		}
+		resolved := *vk
+		resolved.Provider = strings.ToLower(resolved.Provider)
+		replaceStrings(repl, &resolved)
+		a.virtualKeys[name] = &resolved
+	}
+
+	a.configs = make(map[string][]byte, len(a.Configs))
+	for id, raw := range a.Configs {
+		body, err := loadConfig(raw)
+		if err != nil {
+			return fmt.Errorf("config %q: %v", id, err)
+		}
+		if err := routing.ValidateConfig(body); err != nil {
+			return fmt.Errorf("config %q: %v", id, err)
+		}
+		a.configs[id] = body
+	}
+	return nil
+}
+
+// Start implements caddy.App.
+func (a *App) Start() error { return nil }
+
+// Stop implements caddy.App.
+func (a *App) Stop() error { return nil }
+
+// Authenticate returns the identity of a presented gateway key. Every
+// configured key is compared, in constant time, whatever matches, so the
+// time taken does not tell which key was close.
+func (a *App) Authenticate(presented string) (*Identity, bool) {
+	if presented == "" {
+		return nil, false
+	}
+	d := sha256.Sum256([]byte(presented))
+	var found *Identity
+	for i := range a.keys {
+		if subtle.ConstantTimeCompare(d[:], a.keys[i].digest[:]) == 1 {
+			found = a.keys[i].id
+		}
+	}
+	return found, found != nil
+}
+
+// SavedConfig implements routing.Resolver.
+func (a *App) SavedConfig(id string) ([]byte, bool) {
+	b, ok := a.configs[id]
+	return b, ok
+}
+
+// VirtualKey implements routing.Resolver.
+func (a *App) VirtualKey(name string) (*providers.Settings, bool) {
+	s, ok := a.virtualKeys[name]
+	return s, ok
+}
+
+func keyDigest(repl *caddy.Replacer, key string) ([sha256.Size]byte, error) {
+	var d [sha256.Size]byte
+	if hexDigest, ok := strings.CutPrefix(key, "sha256:"); ok {
+		b, err := hex.DecodeString(hexDigest)
+		if err != nil || len(b) != sha256.Size {
+			return d, fmt.Errorf("sha256: value must be 64 hex digits")
+		}
+		copy(d[:], b)
+		return d, nil
+	}
+	resolved := repl.ReplaceAll(key, "")
+	if resolved == "" {
+		return d, fmt.Errorf("key is empty (is its environment variable set?)")
+	}
+	return sha256.Sum256([]byte(resolved)), nil
+}
+
+// replaceStrings resolves placeholders in every string field of s.
+func replaceStrings(repl *caddy.Replacer, s *providers.Settings) {
+	v := reflect.ValueOf(s).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		if f := v.Field(i); f.Kind() == reflect.String && strings.Contains(f.String(), "{") {
+			f.SetString(repl.ReplaceAll(f.String(), ""))
+		}
+	}
+}
+
+// loadConfig accepts an inline JSON object or a JSON string naming a file.
+func loadConfig(raw json.RawMessage) ([]byte, error) {
+	var path string
+	if err := json.Unmarshal(raw, &path); err == nil {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %v", path, err)
+		}
+		return b, nil
+	}
+	return raw, nil
+}
+
+// Interface guards.
+var (
+	_ caddy.App         = (*App)(nil)
+	_ caddy.Provisioner = (*App)(nil)
+	_ routing.Resolver  = (*App)(nil)
+)

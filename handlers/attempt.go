@@ -1,0 +1,338 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/upstream"
+)
+
+// StatusClientClosed is logged when the client went away mid-request.
+const StatusClientClosed = 499
+
+var nopNext = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
+
+// attempt sends the request to one leaf target. A success is streamed to
+// the client as it arrives (committing the request); a failure is held in
+// x.last so the router can retry or fall back, and is written only if it
+// turns out to be the final answer.
+func (x *exchange) attempt(ctx context.Context, t *routing.Target) routing.Outcome {
+	start := time.Now()
+	x.lastTarget = t
+	x.entry.Provider = t.Settings.Provider
+	rec := observe.Attempt{Target: t.Path, Provider: t.Settings.Provider}
+	o := x.send(ctx, t)
+	rec.Status, rec.Duration = o.Status, time.Since(start)
+	switch {
+	case o.OK():
+		rec.Outcome = "ok"
+	case x.last != nil && x.last.header.Get(apierror.HeaderGatewayError) != "":
+		rec.Outcome = "gateway_error"
+	default:
+		rec.Outcome = "provider_error"
+	}
+	x.entry.Attempts = append(x.entry.Attempts, rec)
+	return o
+}
+
+func (x *exchange) send(ctx context.Context, t *routing.Target) routing.Outcome {
+	x.last = nil
+	p, _ := providers.Lookup(t.Settings.Provider)
+	call := x.call
+	if len(t.OverrideParams) > 0 && gjson.ValidBytes(call.Body) {
+		call.Body = applyOverrides(call.Body, t.OverrideParams)
+		call.Model = gjson.GetBytes(call.Body, "model").String()
+		call.Stream = gjson.GetBytes(call.Body, "stream").Bool()
+	}
+	u := providers.Upstream{Header: make(http.Header, 4)}
+	if err := p.Prepare(&call, &t.Settings, &u); err != nil {
+		return x.fail(apierror.As(err))
+	}
+	if call.Model != "" {
+		x.entry.Model = call.Model
+	}
+
+	attemptCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var timedOut atomic.Bool
+	var timer *time.Timer
+	if t.RequestTimeoutMS > 0 {
+		timer = time.AfterFunc(time.Duration(t.RequestTimeoutMS)*time.Millisecond, func() {
+			timedOut.Store(true)
+			cancel()
+		})
+		defer timer.Stop()
+	}
+	if t.Settings.CustomHost != "" {
+		attemptCtx = upstream.WithGuard(attemptCtx, x.g.guard)
+	}
+	r2, proxy := x.upstreamRequest(attemptCtx, t, &call, &u)
+
+	c := &capture{
+		client: x.w,
+		call:   &call,
+		tr:     p.Translator(call.Op),
+		hold:   timer != nil && !call.Stream,
+		header: make(http.Header, 8),
+		commit: x.commitHeaders,
+		onStart: func() {
+			// A stream must start in time; once it has, the deadline no
+			// longer applies.
+			if timer != nil && call.Stream {
+				timer.Stop()
+			}
+			x.entry.FirstByte = time.Now()
+		},
+	}
+	err, aborted := serveProxy(proxy, c, r2)
+
+	switch {
+	case aborted && c.committed:
+		// The upstream failed after bytes reached the client: end the
+		// stream with an error event rather than a silent truncation.
+		x.entry.Error = "upstream failed mid-response"
+		if call.Stream {
+			x.writeStreamError(apierror.New(http.StatusBadGateway, apierror.TypeUpstream, "the provider's stream failed before it completed"))
+		}
+		return routing.Outcome{Status: c.status, Committed: true}
+	case c.committed:
+		if ferr := c.finish(); ferr != nil {
+			x.entry.Error = "translating stream: " + ferr.Error()
+		}
+		if c.sse != nil && !c.sse.sawDone && (call.Op == providers.OpChat || call.Op == providers.OpCompletions) {
+			x.entry.Error = "upstream stream ended without [DONE]"
+			x.writeStreamError(apierror.New(http.StatusBadGateway, apierror.TypeUpstream, "the provider's stream ended before it completed"))
+		}
+		x.entry.Usage = c.usage
+		return routing.Outcome{Status: c.status, Committed: true}
+	case timedOut.Load():
+		return x.fail(apierror.Newf(http.StatusRequestTimeout, apierror.TypeTimeout,
+			"request to %s timed out after %d ms", t.Settings.Provider, t.RequestTimeoutMS).WithCode("request_timeout"))
+	case ctx.Err() != nil:
+		return routing.Outcome{Status: StatusClientClosed, Committed: true}
+	case err != nil || aborted:
+		return x.fail(upstreamError(t, err))
+	case c.mode == modeHold:
+		return x.deliverHeld(c, t)
+	case c.mode == modeBuffer:
+		body := c.buf.Bytes()
+		if c.tr != nil {
+			body = c.tr.Error(&call, c.status, body)
+			c.header.Del("Content-Encoding")
+			c.header.Set("Content-Type", "application/json")
+		}
+		x.last = &bufferedResponse{status: c.status, header: c.header, body: bytes.Clone(body)}
+		return routing.Outcome{Status: c.status}
+	}
+	// The upstream answered nothing at all.
+	return x.fail(apierror.Newf(http.StatusBadGateway, apierror.TypeUpstream, "provider %s sent an empty response", t.Settings.Provider))
+}
+
+// serveProxy runs reverse_proxy, turning its abort panic (raised when the
+// upstream body fails after headers were written) into a flag.
+func serveProxy(proxy caddyhttp.MiddlewareHandler, c *capture, r *http.Request) (err error, aborted bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler {
+				panic(v)
+			}
+			aborted = true
+		}
+	}()
+	return proxy.ServeHTTP(c, r, nopNext), false
+}
+
+// deliverHeld writes a response that was held whole: translated, or
+// passed through once it was known to be complete in time.
+func (x *exchange) deliverHeld(c *capture, t *routing.Target) routing.Outcome {
+	body := c.buf.Bytes()
+	if c.tr != nil {
+		out, usage, err := c.tr.Response(c.call, body)
+		if err != nil {
+			return x.fail(apierror.Newf(http.StatusBadGateway, apierror.TypeUpstream,
+				"provider %s returned a response the gateway could not parse: %q", t.Settings.Provider, prefix(body, 256)))
+		}
+		body = out
+		x.entry.Usage = usage
+		c.header.Del("Content-Encoding")
+		c.header.Set("Content-Type", "application/json")
+	} else {
+		x.entry.Usage = usageFromBody(body)
+	}
+	c.header.Set("Content-Length", strconv.Itoa(len(body)))
+	c.doCommit()
+	_, _ = x.w.Write(body)
+	return routing.Outcome{Status: c.status, Committed: true}
+}
+
+// fail records a gateway-made error as the attempt's answer.
+func (x *exchange) fail(e *apierror.Error) routing.Outcome {
+	h := make(http.Header, 2)
+	h.Set("Content-Type", "application/json")
+	h.Set(apierror.HeaderGatewayError, "true")
+	x.last = &bufferedResponse{status: e.Status, header: h, body: e.Body()}
+	x.entry.Error = e.Message
+	return routing.Outcome{Status: e.Status}
+}
+
+func (x *exchange) commitHeaders(status int, h http.Header) {
+	dst := x.w.Header()
+	for k, v := range h {
+		dst[k] = v
+	}
+	x.setGatewayHeaders(dst)
+	x.w.WriteHeader(status)
+}
+
+func (x *exchange) writeStreamError(e *apierror.Error) {
+	_, _ = x.w.Write(e.SSEEvent())
+	_ = flushClient(x.w)
+}
+
+// upstreamRequest builds the request reverse_proxy sends and picks the
+// proxy (TLS or plain) for its scheme.
+func (x *exchange) upstreamRequest(ctx context.Context, t *routing.Target, call *providers.Call, u *providers.Upstream) (*http.Request, caddyhttp.MiddlewareHandler) {
+	src := x.r.Header
+	h := make(http.Header, len(u.Header)+4)
+	if call.Op == providers.OpProxy {
+		for k, v := range src {
+			if skipProxyHeader(k) {
+				continue
+			}
+			h[k] = v
+		}
+	} else {
+		for _, k := range []string{"Content-Type", "Accept", "Openai-Beta"} {
+			if v := src[k]; len(v) > 0 {
+				h[k] = v
+			}
+		}
+	}
+	for k, v := range u.Header {
+		h[k] = v
+	}
+	for _, name := range t.ForwardHeaders {
+		if ingress.IsGatewayHeader(name) {
+			continue
+		}
+		if v := src.Values(name); len(v) > 0 {
+			h[http.CanonicalHeaderKey(name)] = v
+		}
+	}
+
+	r2 := x.r.WithContext(ctx)
+	r2.Method = u.Method
+	r2.Header = h
+	target := *u.URL
+	r2.URL = &target
+	r2.Host = u.URL.Host
+	r2.RequestURI = ""
+	r2.TransferEncoding = nil
+	r2.ContentLength = int64(len(u.Body))
+	if len(u.Body) > 0 {
+		r2.Body = io.NopCloser(bytes.NewReader(u.Body))
+	} else {
+		r2.Body = http.NoBody
+	}
+
+	host, port := u.URL.Hostname(), u.URL.Port()
+	proxy := x.g.proxyPlain
+	if u.URL.Scheme == "https" {
+		proxy = x.g.proxyTLS
+		if port == "" {
+			port = "443"
+		}
+	} else if port == "" {
+		port = "80"
+	}
+	caddyhttp.SetVar(ctx, upstream.VarDial, net.JoinHostPort(host, port))
+	caddyhttp.SetVar(ctx, upstream.VarServerName, host)
+	return r2, proxy
+}
+
+// skipProxyHeader reports client headers never passed through: the
+// gateway's own, the client's credential (the provider's auth replaces
+// it), and framing headers the transport sets itself.
+func skipProxyHeader(k string) bool {
+	switch k {
+	case "Authorization", "Host", "Content-Length", "Expect", "Connection", "Cookie", "Proxy-Authorization":
+		return true
+	}
+	return ingress.IsGatewayHeader(k)
+}
+
+// applyOverrides merges override_params shallowly into a JSON body.
+func applyOverrides(body []byte, params map[string]json.RawMessage) []byte {
+	out := body
+	for k, v := range params {
+		if b, err := sjson.SetRawBytes(out, escapeKey(k), v); err == nil {
+			out = b
+		}
+	}
+	return out
+}
+
+func escapeKey(k string) string {
+	if !strings.ContainsAny(k, ".*?|#@\\:") {
+		return k
+	}
+	var b strings.Builder
+	for _, r := range k {
+		if strings.ContainsRune(".*?|#@\\:", r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// upstreamError maps a transport failure to a 502 (or 400 for a blocked
+// custom host) without echoing URLs, which may carry credentials.
+func upstreamError(t *routing.Target, err error) *apierror.Error {
+	var blocked *upstream.BlockedError
+	if errors.As(err, &blocked) {
+		return apierror.BadRequest("custom_host", "%s", blocked.Error()).WithCode("custom_host_not_allowed")
+	}
+	reason := "connection failed"
+	var ne net.Error
+	var ue *url.Error
+	switch {
+	case errors.As(err, &ne) && ne.Timeout():
+		reason = "connection timed out"
+	case err != nil && strings.Contains(err.Error(), "connection refused"):
+		reason = "connection refused"
+	case err != nil && strings.Contains(err.Error(), "no such host"):
+		reason = "host not found"
+	case errors.As(err, &ue):
+		reason = "request failed"
+	}
+	return apierror.Newf(http.StatusBadGateway, apierror.TypeUpstream, "could not reach provider %s: %s", t.Settings.Provider, reason).WithCode("upstream_unreachable")
+}
+
+func prefix(b []byte, n int) string {
+	if len(b) > n {
+		return string(b[:n]) + "…"
+	}
+	return string(b)
+}
+
+

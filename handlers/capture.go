@@ -1,0 +1,179 @@
+package handlers
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+)
+
+// captureMode is what a capture does with the upstream response, decided
+// when its status arrives.
+type captureMode uint8
+
+const (
+	modeUndecided captureMode = iota
+	// modePass streams the response to the client as it arrives.
+	modePass
+	// modeBuffer holds an error response that may be retried or replaced
+	// by a fallback; it is written only if it turns out to be final.
+	modeBuffer
+	// modeHold buffers a successful response whole: to translate it, or to
+	// enforce a timeout on its body before anything reaches the client.
+	modeHold
+	// modeConvert feeds a successful stream to a provider's converter,
+	// which writes OpenAI chunks to the client.
+	modeConvert
+)
+
+// maxErrorBody bounds how much of an error response is kept in memory.
+const maxErrorBody = 1 << 20
+
+// capture is the ResponseWriter handed to reverse_proxy for one attempt.
+// It has its own header map, so nothing a failed attempt set can leak into
+// the response of a later one; headers reach the client only on commit.
+type capture struct {
+	client http.ResponseWriter
+	call   *providers.Call
+	tr     providers.Translator
+	hold   bool // buffer successes too (non-stream with a deadline)
+
+	header  http.Header
+	status  int
+	mode    captureMode
+	buf     bytes.Buffer
+	sse     *sseFilter
+	conv    providers.StreamConverter
+	usage   *providers.Usage
+	tee     *bytes.Buffer // copy of a passed-through JSON body, for usage
+	onStart func()        // called when the first byte is committed
+	commit  func(status int, h http.Header)
+
+	committed bool
+	wrote     bool
+}
+
+func (c *capture) Header() http.Header { return c.header }
+
+func (c *capture) WriteHeader(status int) {
+	if c.status != 0 || status < 200 {
+		return
+	}
+	c.status = status
+	switch {
+	case status < 200 || status >= 300:
+		c.mode = modeBuffer
+	case c.tr != nil && c.call.Stream:
+		c.mode = modeConvert
+		h := c.header
+		h.Del("Content-Length")
+		h.Del("Content-Encoding")
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		c.doCommit()
+		c.conv = c.tr.Stream(c.call, flushWriter{c.client})
+	case c.tr != nil || c.hold:
+		c.mode = modeHold
+	default:
+		c.mode = modePass
+		if c.call.Stream && isEventStream(c.header) {
+			c.sse = &sseFilter{w: c.client, dropUsage: c.call.UsageAdded}
+			c.header.Del("Content-Length")
+		} else if c.call.Op != providers.OpProxy && isJSON(c.header) {
+			c.tee = new(bytes.Buffer)
+		}
+		c.doCommit()
+	}
+}
+
+func (c *capture) doCommit() {
+	c.committed = true
+	if c.onStart != nil {
+		c.onStart()
+	}
+	c.commit(c.status, c.header)
+}
+
+func (c *capture) Write(p []byte) (int, error) {
+	if c.status == 0 {
+		c.WriteHeader(http.StatusOK)
+	}
+	switch c.mode {
+	case modeBuffer:
+		if c.buf.Len() < maxErrorBody {
+			c.buf.Write(p[:min(len(p), maxErrorBody-c.buf.Len())])
+		}
+		return len(p), nil
+	case modeHold:
+		return c.buf.Write(p)
+	case modeConvert:
+		c.wrote = true
+		return c.conv.Write(p)
+	}
+	c.wrote = true
+	if c.sse != nil {
+		return c.sse.Write(p)
+	}
+	if c.tee != nil && c.tee.Len() < maxErrorBody {
+		c.tee.Write(p)
+	}
+	return c.client.Write(p)
+}
+
+// FlushError lets reverse_proxy flush each SSE event to the client.
+func (c *capture) FlushError() error {
+	if !c.committed || c.mode == modeBuffer || c.mode == modeHold {
+		return nil
+	}
+	return flushClient(c.client)
+}
+
+// Unwrap lets http.ResponseController reach the client's writer.
+func (c *capture) Unwrap() http.ResponseWriter { return c.client }
+
+// finish is called after the upstream body ended cleanly.
+func (c *capture) finish() error {
+	switch {
+	case c.conv != nil:
+		err := c.conv.Close()
+		c.usage = c.conv.Usage()
+		_ = flushClient(c.client)
+		return err
+	case c.sse != nil:
+		err := c.sse.Flush()
+		c.usage = c.sse.usage
+		return err
+	case c.tee != nil:
+		c.usage = usageFromBody(c.tee.Bytes())
+	}
+	return nil
+}
+
+type flushWriter struct{ w http.ResponseWriter }
+
+func (f flushWriter) Write(p []byte) (int, error) {
+	n, err := f.w.Write(p)
+	if err == nil {
+		err = flushClient(f.w)
+	}
+	return n, err
+}
+
+func flushClient(w http.ResponseWriter) error {
+	err := http.NewResponseController(w).Flush()
+	if errors.Is(err, http.ErrNotSupported) {
+		return nil
+	}
+	return err
+}
+
+func isEventStream(h http.Header) bool {
+	ct := h.Get("Content-Type")
+	return len(ct) >= 17 && ct[:17] == "text/event-stream"
+}
+
+func isJSON(h http.Header) bool {
+	ct := h.Get("Content-Type")
+	return len(ct) >= 16 && ct[:16] == "application/json"
+}

@@ -1,0 +1,126 @@
+// Package handlers is the gateway's data plane: the llm_gateway HTTP
+// handler that authenticates a request, resolves its plan, runs the routing
+// strategy and sends each attempt upstream through a Caddy-provisioned
+// reverse_proxy.
+package handlers
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"go.uber.org/zap"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/upstream"
+)
+
+// DefaultMaxRequestBody is the request body limit when none is configured:
+// large enough for a 25 MB audio upload with multipart overhead.
+const DefaultMaxRequestBody = 32 << 20
+
+// Gateway is the llm_gateway handler. It is terminal: it answers every
+// request itself, from a provider or with an error in OpenAI's envelope.
+type Gateway struct {
+	// MaxRequestBody is the largest request body accepted, in bytes.
+	MaxRequestBody int64 `json:"max_request_body,omitempty"`
+	// CustomHostAllow lists what a client-given custom_host may reach
+	// besides public addresses: "loopback", "private", "link_local",
+	// "any", or CIDRs.
+	CustomHostAllow []string `json:"custom_host_allow,omitempty"`
+	// Transport is reverse_proxy's transport configuration (the "http"
+	// transport's options: timeouts, keep-alive, HTTP versions, TLS trust),
+	// applied to every provider connection.
+	Transport json.RawMessage `json:"transport,omitempty"`
+
+	app        *app.App
+	proxyPlain *reverseproxy.Handler
+	proxyTLS   *reverseproxy.Handler
+	guard      *upstream.Guard
+	router     *routing.Router
+	logger     *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (Gateway) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.llm_gateway",
+		New: func() caddy.Module { return new(Gateway) },
+	}
+}
+
+// Provision loads the llm app and provisions two reverse_proxy handlers,
+// one for TLS and one for plain-HTTP providers, because Caddy's transport
+// is either TLS or not for all its upstreams.
+func (g *Gateway) Provision(ctx caddy.Context) error {
+	g.logger = ctx.Logger()
+	if g.MaxRequestBody <= 0 {
+		g.MaxRequestBody = DefaultMaxRequestBody
+	}
+	a, err := ctx.App(app.ID)
+	if err != nil {
+		return fmt.Errorf("loading llm app: %v", err)
+	}
+	g.app = a.(*app.App)
+	if g.guard, err = upstream.NewGuard(g.CustomHostAllow); err != nil {
+		return err
+	}
+	if g.proxyPlain, err = g.loadProxy(ctx, false); err != nil {
+		return err
+	}
+	if g.proxyTLS, err = g.loadProxy(ctx, true); err != nil {
+		return err
+	}
+	g.router = routing.NewRouter()
+	return nil
+}
+
+func (g *Gateway) loadProxy(ctx caddy.Context, tls bool) (*reverseproxy.Handler, error) {
+	transport := map[string]any{}
+	if len(g.Transport) > 0 {
+		if err := json.Unmarshal(g.Transport, &transport); err != nil {
+			return nil, fmt.Errorf("transport: %v", err)
+		}
+	}
+	transport["protocol"] = "http"
+	if tls {
+		tlsCfg, _ := transport["tls"].(map[string]any)
+		if tlsCfg == nil {
+			tlsCfg = map[string]any{}
+		}
+		tlsCfg["server_name"] = "{http.vars." + upstream.VarServerName + "}"
+		transport["tls"] = tlsCfg
+	} else {
+		delete(transport, "tls")
+	}
+	cfg := map[string]any{
+		"transport":         transport,
+		"dynamic_upstreams": map[string]any{"source": upstream.SourceModuleName},
+		// Providers need not learn the client's address.
+		"headers": map[string]any{"request": map[string]any{
+			"delete": []string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"},
+		}},
+	}
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	mod, err := ctx.LoadModuleByID("http.handlers.reverse_proxy", raw)
+	if err != nil {
+		return nil, fmt.Errorf("provisioning reverse_proxy: %v", err)
+	}
+	rp := mod.(*reverseproxy.Handler)
+	if ht, ok := rp.Transport.(*reverseproxy.HTTPTransport); ok && ht.Transport != nil && ht.Transport.DialContext != nil {
+		ht.Transport.DialContext = upstream.Wrap(ht.Transport.DialContext)
+	}
+	return rp, nil
+}
+
+// Interface guards.
+var (
+	_ caddy.Provisioner           = (*Gateway)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Gateway)(nil)
+)

@@ -1,0 +1,232 @@
+package routing
+
+import (
+	"encoding/json"
+	"maps"
+	"strconv"
+	"strings"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+)
+
+// Plan is a request's configuration parsed into a tree. A header-only
+// request is a one-leaf plan.
+type Plan struct {
+	Root *Node
+	// ConfigID is the saved config's id when the client named one.
+	ConfigID string
+	// Leaves lists every leaf in tree order, for validation and logging.
+	Leaves []*Target
+}
+
+// Node is one node of a Plan: a strategy over children, or a leaf target.
+type Node struct {
+	// Path is the node's JSON path, "config" or "config.targets[1]".
+	Path     string
+	Name     string
+	Strategy *Strategy // nil on a leaf
+	Weight   float64
+	Children []*Node
+	Target   *Target // set on a leaf only
+	// CB is the circuit breaker setting in force at this node.
+	CB *CBConfig
+}
+
+// Target is one leaf: everything an attempt needs, with inheritance from
+// its ancestors already applied.
+type Target struct {
+	Path                   string
+	Name                   string
+	Settings               providers.Settings
+	VirtualKey             string
+	PromptID               string
+	RequestTimeoutMS       int64
+	ForwardHeaders         []string
+	OverrideParams         map[string]json.RawMessage
+	Retry                  *Retry
+	Cache                  *Cache
+	CB                     *CBConfig
+	OnStatusCodes          []int
+	StrictOpenAICompliance *bool
+	BeforeRequestHooks     []json.RawMessage
+	AfterRequestHooks      []json.RawMessage
+}
+
+// Resolver gives the plan builder access to the control plane's records.
+type Resolver interface {
+	// SavedConfig returns the raw JSON of a saved configuration.
+	SavedConfig(id string) ([]byte, bool)
+	// VirtualKey returns the provider settings stored under name.
+	VirtualKey(name string) (*providers.Settings, bool)
+}
+
+// inherited holds what a parent passes to its children (research/portkey.md
+// §2.2): override_params merge shallowly, the rest are replaced whole.
+type inherited struct {
+	overrideParams map[string]json.RawMessage
+	retry          *Retry
+	cache          *Cache
+	cb             *CBConfig
+	requestTimeout int64
+	strict         *bool
+	forwardHeaders []string
+	customHost     string
+	beforeHooks    []json.RawMessage
+	afterHooks     []json.RawMessage
+}
+
+// Resolve builds the request's Plan from its gateway headers, in this
+// precedence: x-gateway-config, then x-gateway-virtual-key, then
+// x-gateway-provider (with x-gateway-custom-host and Authorization).
+// Header values that refine a target (cloud fields, timeout, forward
+// headers, the bearer token) are applied to every leaf that lacks them.
+func Resolve(h *ingress.Headers, r Resolver) (*Plan, error) {
+	var cfg *Config
+	plan := new(Plan)
+	switch {
+	case h.Config != "":
+		raw := []byte(h.Config)
+		if !strings.HasPrefix(h.Config, "{") {
+			saved, ok := r.SavedConfig(h.Config)
+			if !ok {
+				return nil, apierror.Newf(404, apierror.TypeNotFound, "config %q not found", h.Config).WithCode("config_not_found")
+			}
+			plan.ConfigID, raw = h.Config, saved
+		} else if err := ValidateConfig(raw); err != nil {
+			return nil, err
+		}
+		cfg = new(Config)
+		if err := json.Unmarshal(raw, cfg); err != nil {
+			return nil, apierror.BadRequest(ingress.Prefix+ingress.Config, "invalid config: %v", err)
+		}
+	case h.VirtualKey != "":
+		cfg = &Config{VirtualKey: h.VirtualKey}
+	case h.Provider != "":
+		cfg = &Config{Settings: providers.Settings{Provider: h.Provider}}
+	default:
+		return nil, apierror.BadRequest(ingress.Prefix+ingress.Provider,
+			"no provider: set %s%s (with Authorization), %s%s or %s%s",
+			ingress.Prefix, ingress.Provider, ingress.Prefix, ingress.VirtualKey, ingress.Prefix, ingress.Config)
+	}
+	plan.Root = build(cfg, "config", &inherited{}, plan)
+	for _, t := range plan.Leaves {
+		if err := finishTarget(t, h, r); err != nil {
+			return nil, err
+		}
+	}
+	return plan, nil
+}
+
+func build(c *Config, path string, parent *inherited, plan *Plan) *Node {
+	in := *parent
+	if len(c.OverrideParams) > 0 {
+		merged := make(map[string]json.RawMessage, len(in.overrideParams)+len(c.OverrideParams))
+		maps.Copy(merged, in.overrideParams)
+		maps.Copy(merged, c.OverrideParams)
+		in.overrideParams = merged
+	}
+	if c.Retry != nil {
+		in.retry = c.Retry
+	}
+	if c.Cache != nil {
+		in.cache = c.Cache
+	}
+	if c.CBConfig != nil {
+		in.cb = c.CBConfig
+	}
+	if c.RequestTimeout > 0 {
+		in.requestTimeout = c.RequestTimeout
+	}
+	if c.StrictOpenAICompliance != nil {
+		in.strict = c.StrictOpenAICompliance
+	}
+	if len(c.ForwardHeaders) > 0 {
+		in.forwardHeaders = c.ForwardHeaders
+	}
+	if c.CustomHost != "" {
+		in.customHost = c.CustomHost
+	}
+	if hooks := append(append([]json.RawMessage(nil), c.BeforeRequestHooks...), c.InputGuardrails...); len(hooks) > 0 {
+		in.beforeHooks = hooks
+	}
+	if hooks := append(append([]json.RawMessage(nil), c.AfterRequestHooks...), c.OutputGuardrails...); len(hooks) > 0 {
+		in.afterHooks = hooks
+	}
+
+	n := &Node{Path: path, Name: c.Name, Weight: 1, CB: in.cb}
+	if c.Weight != nil {
+		n.Weight = *c.Weight
+	}
+	if len(c.Targets) > 0 {
+		n.Strategy = c.Strategy
+		if n.Strategy == nil {
+			n.Strategy = &Strategy{Mode: ModeSingle}
+		}
+		n.Children = make([]*Node, len(c.Targets))
+		for i, child := range c.Targets {
+			n.Children[i] = build(child, path+".targets["+strconv.Itoa(i)+"]", &in, plan)
+		}
+		return n
+	}
+	t := &Target{
+		Path:                   path,
+		Name:                   c.Name,
+		Settings:               c.Settings,
+		VirtualKey:             c.VirtualKey,
+		PromptID:               c.PromptID,
+		RequestTimeoutMS:       in.requestTimeout,
+		ForwardHeaders:         in.forwardHeaders,
+		OverrideParams:         in.overrideParams,
+		Retry:                  in.retry,
+		Cache:                  in.cache,
+		CB:                     in.cb,
+		OnStatusCodes:          c.OnStatusCodes,
+		StrictOpenAICompliance: in.strict,
+		BeforeRequestHooks:     in.beforeHooks,
+		AfterRequestHooks:      in.afterHooks,
+	}
+	t.Settings.CustomHost = in.customHost
+	n.Target = t
+	plan.Leaves = append(plan.Leaves, t)
+	return n
+}
+
+// finishTarget applies the virtual key and the request headers to a leaf
+// and checks that it names a provider the gateway knows.
+func finishTarget(t *Target, h *ingress.Headers, r Resolver) error {
+	if t.VirtualKey != "" {
+		vk, ok := r.VirtualKey(t.VirtualKey)
+		if !ok {
+			return apierror.Newf(404, apierror.TypeNotFound, "virtual key %q not found (%s)", t.VirtualKey, t.Path).WithCode("virtual_key_not_found")
+		}
+		t.Settings.Inherit(vk)
+	}
+	if t.Settings.Provider == "" {
+		t.Settings.Provider = h.Provider
+	}
+	if t.Settings.APIKey == "" && t.VirtualKey == "" {
+		t.Settings.APIKey = h.Authorization
+	}
+	if h.CustomHost != "" && t.Settings.CustomHost == "" {
+		t.Settings.CustomHost = h.CustomHost
+	}
+	for field, v := range h.Cloud {
+		t.Settings.FillField(field, v)
+	}
+	if h.RequestTimeoutMS > 0 {
+		t.RequestTimeoutMS = h.RequestTimeoutMS
+	}
+	if len(h.ForwardHeaders) > 0 {
+		t.ForwardHeaders = h.ForwardHeaders
+	}
+	if t.Settings.Provider == "" {
+		return apierror.BadRequest(t.Path+".provider", "%s names no provider: set provider, virtual_key or the %s%s header", t.Path, ingress.Prefix, ingress.Provider)
+	}
+	t.Settings.Provider = strings.ToLower(t.Settings.Provider)
+	if _, ok := providers.Lookup(t.Settings.Provider); !ok {
+		return apierror.BadRequest(t.Path+".provider", "unknown provider %q", t.Settings.Provider).WithCode("unknown_provider")
+	}
+	return nil
+}
