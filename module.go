@@ -11,7 +11,7 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/handlers"
 
 	// Provider families register themselves with the provider registry.
-	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/providers/openaicompat"
+	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/providers/all"
 	// The dynamic upstream source registers itself as a Caddy module.
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/upstream"
 )

@@ -1,0 +1,181 @@
+// Package integration runs the gateway inside a real, in-process Caddy
+// loaded from Caddyfiles, against fake providers that speak the providers'
+// real wire formats. One Caddy runs per test process (Caddy's config is
+// process-global), so tests here must not use t.Parallel; ports are chosen
+// free at start so several test processes can run at once.
+package integration
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	_ "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
+
+	_ "github.com/caddy-llm-gateway/caddy-llm-gateway"
+)
+
+// gatewayKey is the gateway API key every test Caddyfile accepts.
+const gatewayKey = "test-gateway-key-0123456789"
+
+var (
+	adminPort int
+	httpPort  int
+	logPath   string
+)
+
+func TestMain(m *testing.M) {
+	adminPort, httpPort = freePort(), freePort()
+	dir, err := os.MkdirTemp("", "llmgw-it")
+	if err != nil {
+		panic(err)
+	}
+	logPath = filepath.Join(dir, "gateway.log")
+	os.Setenv("TEST_GATEWAY_KEY", gatewayKey)
+	code := m.Run()
+	_ = caddy.Stop()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func freePort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// gatewayURL is the base URL clients use, including /v1.
+func gatewayURL() string { return fmt.Sprintf("http://127.0.0.1:%d/v1", httpPort) }
+
+// site describes one test Caddyfile.
+type site struct {
+	// LLM is the body of the global llm { } block besides the api key.
+	LLM string
+	// Gateway is the body of the llm_gateway { } block.
+	Gateway string
+	// Before is placed in the site block before the /v1 handler.
+	Before string
+}
+
+func (s site) caddyfile() string {
+	gw := s.Gateway
+	if gw == "" {
+		gw = "custom_host_allow loopback"
+	}
+	return fmt.Sprintf(`{
+	admin localhost:%d
+	auto_https off
+	persist_config off
+	log {
+		output file %s
+		format json
+		level DEBUG
+	}
+	llm {
+		api_key test {env.TEST_GATEWAY_KEY}
+		%s
+	}
+}
+
+:%d {
+	%s
+	handle /v1/* {
+		llm_gateway {
+			%s
+		}
+	}
+}
+`, adminPort, logPath, s.LLM, httpPort, s.Before, gw)
+}
+
+// adapt turns a Caddyfile into Caddy's JSON.
+func adapt(cf string) ([]byte, error) {
+	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cf), nil)
+	return cfg, err
+}
+
+// loadSite runs s in the process's Caddy, replacing whatever ran before.
+func loadSite(t testing.TB, s site) {
+	t.Helper()
+	if err := tryLoad(s); err != nil {
+		t.Fatalf("loading Caddyfile: %v\n%s", err, s.caddyfile())
+	}
+}
+
+func tryLoad(s site) error {
+	cfg, err := adapt(s.caddyfile())
+	if err != nil {
+		return err
+	}
+	truncateLog()
+	return caddy.Load(cfg, true)
+}
+
+var logMu sync.Mutex
+
+func truncateLog() {
+	logMu.Lock()
+	defer logMu.Unlock()
+	_ = os.WriteFile(logPath, nil, 0o600)
+}
+
+// readLog returns what the gateway logged since the last load.
+func readLog(t testing.TB) string {
+	t.Helper()
+	time.Sleep(20 * time.Millisecond) // let the logger's writes land
+	b, _ := os.ReadFile(logPath)
+	return string(b)
+}
+
+// gatewayLogLines returns the llm_gateway request entries.
+func gatewayLogLines(t testing.TB) []string {
+	var out []string
+	for _, l := range strings.Split(readLog(t), "\n") {
+		if strings.Contains(l, `"logger":"http.handlers.llm_gateway"`) && strings.Contains(l, `"msg":"llm request"`) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// do sends a request to the gateway with the test key and the given
+// headers (name, value pairs).
+func do(t testing.TB, method, path string, body []byte, headers ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, gatewayURL()+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("x-gateway-api-key", gatewayKey)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i+1] == "" {
+			req.Header.Del(headers[i])
+			continue
+		}
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	_, _ = buf.ReadFrom(resp.Body)
+	return resp, buf.Bytes()
+}
