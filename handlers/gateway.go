@@ -41,6 +41,7 @@ type Gateway struct {
 	proxyTLS   *reverseproxy.Handler
 	guard      *upstream.Guard
 	router     *routing.Router
+	configs    *routing.ConfigCache
 	logger     *zap.Logger
 }
 
@@ -75,6 +76,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 		return err
 	}
 	g.router = routing.NewRouter()
+	g.configs = routing.NewConfigCache(1024)
 	return nil
 }
 

@@ -120,7 +120,7 @@ func (x *exchange) serve() error {
 	if err := x.inspectBody(); err != nil {
 		return err
 	}
-	if x.plan, err = routing.Resolve(hdr, x.g.app); err != nil {
+	if x.plan, err = routing.Resolve(hdr, x.g.app, x.g.configs); err != nil {
 		return err
 	}
 	x.entry.ConfigID = x.plan.ConfigID

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 )
 
@@ -82,15 +84,34 @@ var cloudFields = map[string]string{
 	CloudARegion:       "clouda_region",
 }
 
+// canonical caches both prefixed, canonicalised forms of every header name
+// so lookups on the hot path index the header map without allocating.
+var canonical = map[string][2]string{}
+
+func init() {
+	names := []string{APIKey, Provider, VirtualKey, Config, CustomHost, TraceID, Metadata,
+		CacheForceRefresh, CacheNamespace, RequestTimeout, ForwardHeaders}
+	for n := range cloudFields {
+		names = append(names, n)
+	}
+	for _, n := range names {
+		canonical[n] = [2]string{http.CanonicalHeaderKey(Prefix + n), http.CanonicalHeaderKey(AliasPrefix + n)}
+	}
+}
+
 // Get returns the value of a gateway header under either prefix; the
 // x-gateway-* form wins when both are present. alias reports whether the
 // value came from the x-portkey-* form.
 func Get(h http.Header, name string) (v string, alias bool) {
-	if v = h.Get(Prefix + name); v != "" {
-		return v, false
+	keys, ok := canonical[name]
+	if !ok {
+		keys = [2]string{http.CanonicalHeaderKey(Prefix + name), http.CanonicalHeaderKey(AliasPrefix + name)}
 	}
-	if v = h.Get(AliasPrefix + name); v != "" {
-		return v, true
+	if vs := h[keys[0]]; len(vs) > 0 && vs[0] != "" {
+		return vs[0], false
+	}
+	if vs := h[keys[1]]; len(vs) > 0 && vs[0] != "" {
+		return vs[0], true
 	}
 	return "", false
 }
@@ -107,13 +128,18 @@ func Parse(h http.Header) (*Headers, error) {
 		return strings.TrimSpace(v)
 	}
 	out.APIKey = get(APIKey)
-	out.Provider = strings.ToLower(get(Provider))
+	out.Provider = get(Provider)
+	if hasUpper(out.Provider) {
+		out.Provider = strings.ToLower(out.Provider)
+	}
 	out.VirtualKey = get(VirtualKey)
 	out.Config = get(Config)
 	out.CustomHost = get(CustomHost)
 	out.TraceID = get(TraceID)
 	out.CacheNamespace = get(CacheNamespace)
-	out.Authorization = BearerToken(h.Get("Authorization"))
+	if vs := h["Authorization"]; len(vs) > 0 {
+		out.Authorization = BearerToken(vs[0])
+	}
 
 	if md := get(Metadata); md != "" {
 		m, err := parseMetadata(md)
@@ -165,22 +191,29 @@ func BearerToken(v string) string {
 }
 
 func parseMetadata(v string) (map[string]string, error) {
-	var raw map[string]any
-	if err := json.Unmarshal([]byte(v), &raw); err != nil || raw == nil {
-		return nil, apierror.BadRequest(Prefix+Metadata, "header %s%s must be a JSON object", Prefix, Metadata)
+	if !gjson.Valid(v) {
+		return nil, badMetadata()
 	}
-	m := make(map[string]string, len(raw))
-	for k, val := range raw {
-		switch t := val.(type) {
-		case string:
-			m[k] = t
-		case nil:
+	obj := gjson.Parse(v)
+	if !obj.IsObject() {
+		return nil, badMetadata()
+	}
+	m := make(map[string]string, 4)
+	obj.ForEach(func(k, val gjson.Result) bool {
+		switch val.Type {
+		case gjson.Null:
+		case gjson.String:
+			m[k.String()] = val.Str
 		default:
-			b, _ := json.Marshal(t)
-			m[k] = string(b)
+			m[k.String()] = val.Raw
 		}
-	}
+		return true
+	})
 	return m, nil
+}
+
+func badMetadata() error {
+	return apierror.BadRequest(Prefix+Metadata, "header %s%s must be a JSON object", Prefix, Metadata)
 }
 
 func parseList(v string) ([]string, error) {
@@ -206,4 +239,13 @@ func parseList(v string) ([]string, error) {
 func IsGatewayHeader(name string) bool {
 	n := strings.ToLower(name)
 	return strings.HasPrefix(n, Prefix) || strings.HasPrefix(n, AliasPrefix)
+}
+
+func hasUpper(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			return true
+		}
+	}
+	return false
 }

@@ -179,3 +179,18 @@ func do(t testing.TB, method, path string, body []byte, headers ...string) (*htt
 	_, _ = buf.ReadFrom(resp.Body)
 	return resp, buf.Bytes()
 }
+
+func itoa(n int) string { return fmt.Sprint(n) }
+
+// getAdmin GETs a path of the admin API.
+func getAdmin(t testing.TB, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://localhost:%d%s", adminPort, path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	_, _ = b.ReadFrom(resp.Body)
+	return resp.StatusCode, b.String()
+}

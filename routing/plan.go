@@ -82,24 +82,24 @@ type inherited struct {
 // x-gateway-provider (with x-gateway-custom-host and Authorization).
 // Header values that refine a target (cloud fields, timeout, forward
 // headers, the bearer token) are applied to every leaf that lacks them.
-func Resolve(h *ingress.Headers, r Resolver) (*Plan, error) {
+//
+// cache may be nil; with one, each distinct config is validated once.
+func Resolve(h *ingress.Headers, r Resolver, cache *ConfigCache) (*Plan, error) {
 	var cfg *Config
 	plan := new(Plan)
 	switch {
 	case h.Config != "":
-		raw := []byte(h.Config)
-		if !strings.HasPrefix(h.Config, "{") {
-			saved, ok := r.SavedConfig(h.Config)
+		raw := h.Config
+		if !strings.HasPrefix(raw, "{") {
+			saved, ok := r.SavedConfig(raw)
 			if !ok {
-				return nil, apierror.Newf(404, apierror.TypeNotFound, "config %q not found", h.Config).WithCode("config_not_found")
+				return nil, apierror.Newf(404, apierror.TypeNotFound, "config %q not found", raw).WithCode("config_not_found")
 			}
-			plan.ConfigID, raw = h.Config, saved
-		} else if err := ValidateConfig(raw); err != nil {
-			return nil, err
+			plan.ConfigID, raw = raw, string(saved)
 		}
-		cfg = new(Config)
-		if err := json.Unmarshal(raw, cfg); err != nil {
-			return nil, apierror.BadRequest(ingress.Prefix+ingress.Config, "invalid config: %v", err)
+		var err error
+		if cfg, err = cache.Parse(raw); err != nil {
+			return nil, err
 		}
 	case h.VirtualKey != "":
 		cfg = &Config{VirtualKey: h.VirtualKey}

@@ -1,0 +1,156 @@
+package ingress
+
+import (
+	"net/http"
+	"reflect"
+	"testing"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+)
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		name    string
+		headers map[string]string
+		check   func(t *testing.T, h *Headers)
+		errIn   string // param of the expected 400
+	}{
+		{
+			name:    "provider and bearer token",
+			headers: map[string]string{"x-gateway-api-key": "k", "x-gateway-provider": "OpenAI", "Authorization": "Bearer sk-1"},
+			check: func(t *testing.T, h *Headers) {
+				if h.APIKey != "k" || h.Provider != "openai" || h.Authorization != "sk-1" || h.Alias {
+					t.Fatalf("%+v", h)
+				}
+			},
+		},
+		{
+			name:    "bare token",
+			headers: map[string]string{"Authorization": "sk-bare"},
+			check: func(t *testing.T, h *Headers) {
+				if h.Authorization != "sk-bare" {
+					t.Fatalf("token %q", h.Authorization)
+				}
+			},
+		},
+		{
+			name:    "portkey aliases",
+			headers: map[string]string{"x-portkey-api-key": "k", "x-portkey-virtual-key": "vk", "x-portkey-trace-id": "t1"},
+			check: func(t *testing.T, h *Headers) {
+				if h.APIKey != "k" || h.VirtualKey != "vk" || h.TraceID != "t1" || !h.Alias {
+					t.Fatalf("%+v", h)
+				}
+			},
+		},
+		{
+			name:    "gateway prefix wins over alias",
+			headers: map[string]string{"x-gateway-provider": "groq", "x-portkey-provider": "openai"},
+			check: func(t *testing.T, h *Headers) {
+				if h.Provider != "groq" {
+					t.Fatalf("provider %q", h.Provider)
+				}
+			},
+		},
+		{
+			name:    "custom host, config, metadata, timeout, forward headers (comma list)",
+			headers: map[string]string{"x-gateway-custom-host": "http://127.0.0.1:11434", "x-gateway-config": "pc-1", "x-gateway-metadata": `{"_user":"u1","n":3}`, "x-gateway-request-timeout": "1500", "x-gateway-forward-headers": "X-A, x-b"},
+			check: func(t *testing.T, h *Headers) {
+				if h.CustomHost != "http://127.0.0.1:11434" || h.Config != "pc-1" || h.RequestTimeoutMS != 1500 {
+					t.Fatalf("%+v", h)
+				}
+				if !reflect.DeepEqual(h.Metadata, map[string]string{"_user": "u1", "n": "3"}) {
+					t.Fatalf("metadata %v", h.Metadata)
+				}
+				if !reflect.DeepEqual(h.ForwardHeaders, []string{"X-A", "x-b"}) {
+					t.Fatalf("forward %v", h.ForwardHeaders)
+				}
+			},
+		},
+		{
+			name:    "forward headers as JSON array",
+			headers: map[string]string{"x-gateway-forward-headers": `["X-A","X-B"]`},
+			check: func(t *testing.T, h *Headers) {
+				if !reflect.DeepEqual(h.ForwardHeaders, []string{"X-A", "X-B"}) {
+					t.Fatalf("forward %v", h.ForwardHeaders)
+				}
+			},
+		},
+		{
+			name:    "cache headers",
+			headers: map[string]string{"x-gateway-cache-force-refresh": "true", "x-gateway-cache-namespace": "ns"},
+			check: func(t *testing.T, h *Headers) {
+				if !h.ForceRefresh || h.CacheNamespace != "ns" {
+					t.Fatalf("%+v", h)
+				}
+			},
+		},
+		{
+			name:    "force refresh false is not a refresh",
+			headers: map[string]string{"x-gateway-cache-force-refresh": "false"},
+			check: func(t *testing.T, h *Headers) {
+				if h.ForceRefresh {
+					t.Fatal("false must not refresh")
+				}
+			},
+		},
+		{
+			name:    "cloud headers",
+			headers: map[string]string{"x-gateway-cloudb-resource-name": "res", "x-gateway-clouda-region": "eu-west-1", "x-gateway-cloudc-project-id": "p"},
+			check: func(t *testing.T, h *Headers) {
+				want := map[string]string{"resource_name": "res", "clouda_region": "eu-west-1", "cloudc_project_id": "p"}
+				if !reflect.DeepEqual(h.Cloud, want) {
+					t.Fatalf("cloud %v", h.Cloud)
+				}
+			},
+		},
+		{name: "metadata not JSON", headers: map[string]string{"x-gateway-metadata": "user=1"}, errIn: "x-gateway-metadata"},
+		{name: "metadata an array", headers: map[string]string{"x-gateway-metadata": `["a"]`}, errIn: "x-gateway-metadata"},
+		{name: "timeout not a number", headers: map[string]string{"x-gateway-request-timeout": "soon"}, errIn: "x-gateway-request-timeout"},
+		{name: "timeout negative", headers: map[string]string{"x-gateway-request-timeout": "-5"}, errIn: "x-gateway-request-timeout"},
+		{name: "force refresh garbage", headers: map[string]string{"x-gateway-cache-force-refresh": "maybe"}, errIn: "x-gateway-cache-force-refresh"},
+		{name: "forward headers bad JSON", headers: map[string]string{"x-gateway-forward-headers": `["a"`}, errIn: "x-gateway-forward-headers"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{}
+			for k, v := range tt.headers {
+				h.Set(k, v)
+			}
+			got, err := Parse(h)
+			if tt.errIn != "" {
+				e, ok := err.(*apierror.Error)
+				if !ok || e.Status != 400 || e.Param != tt.errIn {
+					t.Fatalf("want 400 on %s, got %v", tt.errIn, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, got)
+		})
+	}
+}
+
+func TestIsGatewayHeader(t *testing.T) {
+	for name, want := range map[string]bool{"X-Gateway-Api-Key": true, "x-portkey-config": true, "Authorization": false, "X-Gatewayish": false} {
+		if IsGatewayHeader(name) != want {
+			t.Errorf("%s: want %v", name, want)
+		}
+	}
+}
+
+func BenchmarkParse(b *testing.B) {
+	h := http.Header{}
+	h.Set("x-gateway-api-key", "gk-123")
+	h.Set("x-gateway-provider", "openai")
+	h.Set("Authorization", "Bearer sk-123")
+	h.Set("x-gateway-trace-id", "trace-1")
+	h.Set("x-gateway-metadata", `{"_user":"u1"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse(h); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
