@@ -3,8 +3,8 @@ package handlers
 import (
 	"bytes"
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -334,5 +334,3 @@ func prefix(b []byte, n int) string {
 	}
 	return string(b)
 }
-
-

@@ -184,4 +184,3 @@ func TestReloadDuringStream(t *testing.T) {
 		t.Fatal("the reloaded config's key is not accepted")
 	}
 }
-
