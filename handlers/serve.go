@@ -72,6 +72,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		x.entry.Status = e.Status
 	}
 	x.entry.Write(g.logger)
+	observe.RunDone(r, &x.entry)
 	return nil
 }
 
@@ -98,7 +99,7 @@ func (x *exchange) serve() error {
 		return apierror.New(http.StatusUnauthorized, apierror.TypeAuthentication, msg).WithCode("invalid_api_key")
 	}
 	x.identity = id
-	x.entry.KeyName, x.entry.Workspace = id.Name, id.WorkspaceID
+	x.entry.KeyName, x.entry.Workspace, x.entry.Organisation = id.Name, id.WorkspaceID, id.OrganisationID
 
 	path, ok := strings.CutPrefix(r.URL.Path, "/v1")
 	if !ok || (path != "" && path[0] != '/') {
@@ -124,6 +125,9 @@ func (x *exchange) serve() error {
 		return err
 	}
 	x.entry.ConfigID = x.plan.ConfigID
+	if hdr.VirtualKey != "" {
+		x.entry.VirtualKey = hdr.VirtualKey
+	}
 
 	rq := &routing.Request{Metadata: hdr.Metadata, Params: c.Body, Path: r.URL.Path}
 	outcome, err := x.g.router.Run(r.Context(), x.plan, rq, x.attempt)
@@ -141,10 +145,16 @@ func (x *exchange) serve() error {
 // retries and fallbacks must be able to send it again.
 func (x *exchange) readBody() ([]byte, error) {
 	r := x.r
+	limit := x.g.MaxRequestBody
+	if body, ok := ingress.Body(r); ok {
+		if int64(len(body)) > limit {
+			return nil, tooLarge(limit)
+		}
+		return body, nil
+	}
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
 	}
-	limit := x.g.MaxRequestBody
 	if r.ContentLength > limit {
 		return nil, tooLarge(limit)
 	}

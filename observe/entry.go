@@ -16,9 +16,13 @@ import (
 // Entry is the log record filled as a request passes through the gateway
 // and written once at the end.
 type Entry struct {
-	TraceID    string
-	KeyName    string
-	Workspace  string
+	TraceID   string
+	KeyName   string
+	Workspace string
+	// Organisation is the gateway key's organisation id.
+	Organisation string
+	// VirtualKey is the name of the virtual key the client used, if any.
+	VirtualKey string
 	Operation  providers.Operation
 	Method     string
 	Path       string
@@ -123,6 +127,9 @@ func (e *Entry) Write(logger *zap.Logger) {
 	)
 	if !e.FirstByte.IsZero() {
 		fields = append(fields, zap.Float64("ttfb_ms", float64(e.FirstByte.Sub(e.Start).Microseconds())/1000))
+	}
+	if e.VirtualKey != "" {
+		fields = append(fields, zap.String("virtual_key", e.VirtualKey))
 	}
 	if e.ConfigID != "" {
 		fields = append(fields, zap.String("config_id", e.ConfigID))
