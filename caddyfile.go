@@ -2,6 +2,7 @@ package llmgateway
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -34,6 +35,12 @@ func init() {
 //			deployment <deployment_id> <alias> <api_version> [default]
 //		}
 //		config <id> <file path | inline JSON object>
+//		redis <host:port> {
+//			username <user>
+//			password <password | {env.VAR}>
+//			db       <n>
+//			fail_open | fail_closed
+//		}
 //	}
 func parseApp(d *caddyfile.Dispenser, existing any) (any, error) {
 	a, _ := existing.(*app.App)
@@ -103,6 +110,40 @@ func parseApp(d *caddyfile.Dispenser, existing any) (any, error) {
 			} else {
 				a.Configs[id] = caddyconfig.JSON(val, nil)
 			}
+		case "redis":
+			r := &app.RedisConfig{}
+			if !d.Args(&r.Address) {
+				return nil, d.ArgErr()
+			}
+			for d.NextBlock(1) {
+				switch d.Val() {
+				case "username":
+					if !d.Args(&r.Username) {
+						return nil, d.ArgErr()
+					}
+				case "password":
+					if !d.Args(&r.Password) {
+						return nil, d.ArgErr()
+					}
+				case "db":
+					var db string
+					if !d.Args(&db) {
+						return nil, d.ArgErr()
+					}
+					n, err := strconv.Atoi(db)
+					if err != nil || n < 0 {
+						return nil, d.Errf("redis db must be a non-negative integer")
+					}
+					r.DB = n
+				case "fail_open":
+					r.FailOpen = true
+				case "fail_closed":
+					r.FailOpen = false
+				default:
+					return nil, d.Errf("unknown redis option %q", d.Val())
+				}
+			}
+			a.Redis = r
 		default:
 			return nil, d.Errf("unknown llm option %q", d.Val())
 		}

@@ -14,7 +14,9 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/certmagic"
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
@@ -36,11 +38,16 @@ type App struct {
 	// Configs map a saved config id to a configuration object, given inline
 	// as a JSON object or as a JSON string holding a file path.
 	Configs map[string]json.RawMessage `json:"configs,omitempty"`
+	// Redis, when set, holds state shared by all gateway instances.
+	Redis *RedisConfig `json:"redis,omitempty"`
 
 	keys        []resolvedKey
 	virtualKeys map[string]*providers.Settings
 	configs     map[string][]byte
 	logger      *zap.Logger
+	storage     certmagic.Storage
+	redis       redis.UniversalClient
+	redisKey    string
 }
 
 // APIKey is one gateway API key.
@@ -78,6 +85,9 @@ func (App) CaddyModule() caddy.ModuleInfo {
 // config fails the load instead of the first request that uses it.
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
+	if err := a.provisionShared(ctx); err != nil {
+		return err
+	}
 	repl := caddy.NewReplacer()
 	seen := make(map[string]bool, len(a.APIKeys))
 	for i, k := range a.APIKeys {

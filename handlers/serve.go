@@ -14,6 +14,7 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
@@ -117,6 +118,14 @@ func (x *exchange) serve() error {
 
 	if c.Body, err = x.readBody(); err != nil {
 		return err
+	}
+	if controlplane.Owns(r.URL.Path) {
+		x.entry.Operation = "control"
+		rec := caddyhttp.NewResponseRecorder(x.w, nil, nil)
+		x.setGatewayHeaders(x.w.Header())
+		controlplane.Serve(rec, r, &controlplane.Caller{Identity: id, App: x.g.app, Body: c.Body})
+		x.entry.Status = rec.Status()
+		return nil
 	}
 	if err := x.inspectBody(); err != nil {
 		return err

@@ -1,0 +1,93 @@
+// Package controlplane routes the gateway's management APIs (rate-limit
+// policies, prompts) that the gateway answers itself, without calling a
+// provider. Feature packages register their routes at init, as provider
+// packages register providers; llm_gateway hands matching requests here
+// after authenticating them.
+package controlplane
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+)
+
+var (
+	mu       sync.RWMutex
+	mux      = http.NewServeMux()
+	prefixes []string
+)
+
+// Handle registers h for a ServeMux pattern such as
+// "GET /v1/policies/rate-limits/{id}". owned is the path prefix the
+// feature owns (e.g. "/v1/policies/"): requests under it are never passed
+// through to a provider, so a wrong method gets a 405, not a proxy call.
+func Handle(pattern, owned string, h http.HandlerFunc) {
+	mu.Lock()
+	defer mu.Unlock()
+	mux.HandleFunc(pattern, h)
+	for _, p := range prefixes {
+		if p == owned {
+			return
+		}
+	}
+	prefixes = append(prefixes, owned)
+}
+
+// Owns reports whether path belongs to a control-plane API.
+func Owns(path string) bool {
+	mu.RLock()
+	defer mu.RUnlock()
+	for _, p := range prefixes {
+		if strings.HasPrefix(path, p) || path == strings.TrimSuffix(p, "/") {
+			return true
+		}
+	}
+	return false
+}
+
+type ctxKey struct{}
+
+// Caller is who called a control-plane API and with what.
+type Caller struct {
+	Identity *app.Identity
+	App      *app.App
+	// Body is the request body, already read (and bounded) by the gateway.
+	Body []byte
+}
+
+// Serve answers r from the registered routes. The gateway calls it only
+// for paths Owns reports, after authenticating the caller.
+func Serve(w http.ResponseWriter, r *http.Request, c *Caller) {
+	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, c))
+	mu.RLock()
+	h, pattern := mux.Handler(r)
+	mu.RUnlock()
+	if pattern != "" {
+		h.ServeHTTP(w, r)
+		return
+	}
+	// Answer misses in the OpenAI envelope, telling a wrong method from an
+	// unknown path.
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		mu.RLock()
+		_, p := mux.Handler(probe)
+		mu.RUnlock()
+		if p != "" {
+			apierror.Write(w, apierror.Newf(http.StatusMethodNotAllowed, apierror.TypeInvalidRequest, "method %s is not allowed on %s", r.Method, r.URL.Path))
+			return
+		}
+	}
+	apierror.Write(w, apierror.Newf(http.StatusNotFound, apierror.TypeNotFound, "unknown endpoint %s", r.URL.Path))
+}
+
+// From returns the caller of a control-plane request.
+func From(r *http.Request) *Caller {
+	c, _ := r.Context().Value(ctxKey{}).(*Caller)
+	return c
+}

@@ -1,0 +1,173 @@
+package policies
+
+import "strings"
+
+// Attribute keys a condition or group_by entry may name, besides
+// "metadata.<key>".
+const (
+	KeyWorkspaceID    = "workspace_id"
+	KeyOrganisationID = "organisation_id"
+	KeyAPIKey         = "api_key"
+	KeyVirtualKey     = "virtual_key"
+	KeyProvider       = "provider"
+	KeyModel          = "model"
+	KeyConfigID       = "config_id"
+	// MetadataPrefix starts keys that read one entry of the request's
+	// metadata, such as "metadata._user".
+	MetadataPrefix = "metadata."
+)
+
+// Attributes is what a request is matched and grouped on. The HTTP layer
+// fills it once per request. APIKey is the gateway key's name, never its
+// secret, because attribute values end up in counter keys (and so in Redis)
+// and in policy conditions that administrators read.
+type Attributes struct {
+	WorkspaceID    string
+	OrganisationID string
+	APIKey         string
+	VirtualKey     string
+	Provider       string
+	Model          string
+	ConfigID       string
+	Metadata       map[string]string
+}
+
+// Get returns the value of an attribute key and whether it is present. An
+// empty value counts as absent, so that a wildcard condition cannot be met
+// by a field the request simply did not set. Unknown keys are absent.
+func (a *Attributes) Get(key string) (string, bool) {
+	if a == nil {
+		return "", false
+	}
+	var v string
+	switch key {
+	case KeyWorkspaceID:
+		v = a.WorkspaceID
+	case KeyOrganisationID:
+		v = a.OrganisationID
+	case KeyAPIKey:
+		v = a.APIKey
+	case KeyVirtualKey:
+		v = a.VirtualKey
+	case KeyProvider:
+		v = a.Provider
+	case KeyModel:
+		v = a.Model
+	case KeyConfigID:
+		v = a.ConfigID
+	default:
+		if len(key) > len(MetadataPrefix) && key[:len(MetadataPrefix)] == MetadataPrefix {
+			v = a.Metadata[key[len(MetadataPrefix):]]
+		}
+	}
+	return v, v != ""
+}
+
+// isAllowedKey reports whether key names an attribute Get knows.
+func isAllowedKey(key string) bool {
+	switch key {
+	case KeyWorkspaceID, KeyOrganisationID, KeyAPIKey, KeyVirtualKey, KeyProvider, KeyModel, KeyConfigID:
+		return true
+	}
+	return len(key) > len(MetadataPrefix) && strings.HasPrefix(key, MetadataPrefix)
+}
+
+// Matches reports whether the policy applies to a request. Every condition
+// must hold: the attribute is present and equal to the condition's value,
+// or present (non-empty) for the value "*". An absent attribute never
+// matches. A policy also never applies to a request of another
+// organisation when both organisations are known, so that a policy created
+// in one tenant cannot throttle another tenant whatever its conditions say.
+// Matches does not look at Status; Store.Active returns active policies.
+func (p *Policy) Matches(a *Attributes) bool {
+	if a == nil {
+		return false
+	}
+	if p.OrganisationID != "" && a.OrganisationID != "" && p.OrganisationID != a.OrganisationID {
+		return false
+	}
+	for i := range p.Conditions {
+		c := &p.Conditions[i]
+		v, ok := a.Get(c.Key)
+		if !ok || (c.Value != "*" && v != c.Value) {
+			return false
+		}
+	}
+	return true
+}
+
+// GroupKey returns the counter key of the request under this policy: the
+// policy id followed by each group_by key and the request's value of it,
+// as "id|key=value|key=value". Backslash, "|" and "=" are escaped with a
+// backslash in every part, so distinct tuples never share a key (("a|b",
+// "c") and ("a", "b|c") differ). The key names are included so that editing
+// a policy's group_by starts new counters instead of reusing ones that
+// counted something else. An absent attribute counts as the empty value.
+// It allocates once: the key itself.
+func (p *Policy) GroupKey(a *Attributes) string {
+	// Values and escaped lengths are computed once, on the stack for the
+	// usual handful of group_by keys.
+	var vbuf [8]string
+	var lbuf [8]int
+	vals, lens := vbuf[:0], lbuf[:0]
+	if len(p.GroupBy) > len(vbuf) {
+		vals, lens = make([]string, 0, len(p.GroupBy)), make([]int, 0, len(p.GroupBy))
+	}
+	idLen := escapedLen(p.ID)
+	n := idLen
+	for i := range p.GroupBy {
+		k := p.GroupBy[i].Key
+		v, _ := a.Get(k)
+		kl, vl := escapedLen(k), escapedLen(v)
+		vals, lens = append(vals, v), append(lens, kl, vl)
+		n += 2 + kl + vl
+	}
+	var b strings.Builder
+	b.Grow(n)
+	writeEscaped(&b, p.ID, idLen)
+	for i := range p.GroupBy {
+		b.WriteByte('|')
+		writeEscaped(&b, p.GroupBy[i].Key, lens[2*i])
+		b.WriteByte('=')
+		writeEscaped(&b, vals[i], lens[2*i+1])
+	}
+	return b.String()
+}
+
+// escapable marks the bytes GroupKey escapes: a table lookup per byte is
+// the cheapest scan for the short strings of a counter key.
+var escapable = [256]bool{'\\': true, '|': true, '=': true}
+
+// escapedLen is the length of s once escaped. Longer strings (ids) are
+// first checked with the vectorised IndexByte, which beats a byte loop.
+func escapedLen(s string) int {
+	n := len(s)
+	if n >= 16 && strings.IndexByte(s, '|') < 0 && strings.IndexByte(s, '=') < 0 && strings.IndexByte(s, '\\') < 0 {
+		return n
+	}
+	for i := 0; i < len(s); i++ {
+		if escapable[s[i]] {
+			n++
+		}
+	}
+	return n
+}
+
+// writeEscaped writes s escaped; escLen is escapedLen(s), so strings with
+// nothing to escape (almost all) are copied without a second scan.
+func writeEscaped(b *strings.Builder, s string, escLen int) {
+	if escLen == len(s) {
+		b.WriteString(s)
+		return
+	}
+	start := 0
+	for i := 0; i < len(s); i++ {
+		if escapable[s[i]] {
+			b.WriteString(s[start:i])
+			b.WriteByte('\\')
+			b.WriteByte(s[i])
+			start = i + 1
+		}
+	}
+	b.WriteString(s[start:])
+}
