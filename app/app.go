@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 )
@@ -48,6 +49,9 @@ type App struct {
 	storage     certmagic.Storage
 	redis       redis.UniversalClient
 	redisKey    string
+	policyStore policies.CachedStore
+	limiter     policies.Limiter
+	limiterKey  string
 }
 
 // APIKey is one gateway API key.

@@ -7,6 +7,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/certmagic"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 )
 
 // RedisConfig connects every gateway instance to one Redis, so rate-limit
@@ -33,6 +35,13 @@ func (c redisClient) Destruct() error { return c.Close() }
 
 func (a *App) provisionShared(ctx caddy.Context) error {
 	a.storage = ctx.Storage()
+	if err := a.provisionRedis(); err != nil {
+		return err
+	}
+	return a.provisionPolicies()
+}
+
+func (a *App) provisionRedis() error {
 	if a.Redis == nil {
 		return nil
 	}
@@ -61,12 +70,16 @@ func (a *App) provisionShared(ctx caddy.Context) error {
 
 // Cleanup releases the shared Redis client when no config uses it.
 func (a *App) Cleanup() error {
+	var err error
 	if a.redisKey != "" {
-		_, err := redisPool.Delete(a.redisKey)
+		_, err = redisPool.Delete(a.redisKey)
 		a.redisKey = ""
-		return err
 	}
-	return nil
+	if a.limiterKey != "" {
+		_, _ = memoryLimiters.Delete(a.limiterKey)
+		a.limiterKey = ""
+	}
+	return err
 }
 
 // RedisClient returns the shared Redis client, or nil when no redis is
@@ -81,3 +94,39 @@ func (a *App) RedisFailOpen() bool { return a.Redis != nil && a.Redis.FailOpen }
 func (a *App) Storage() certmagic.Storage { return a.storage }
 
 var _ caddy.CleanerUpper = (*App)(nil)
+
+// memoryLimiters holds the in-process rate-limit counters for the whole
+// process, so a config reload keeps every window's state.
+var memoryLimiters = caddy.NewUsagePool()
+
+type memoryLimiter struct{ *policies.MemoryLimiter }
+
+func (memoryLimiter) Destruct() error { return nil }
+
+const memoryLimiterKey = "memory"
+
+func (a *App) provisionPolicies() error {
+	if a.redis != nil {
+		a.policyStore = policies.NewRedisStore(a.redis, policies.StoreConfig{})
+		a.limiter = policies.NewRedisLimiter(a.redis)
+		return nil
+	}
+	a.policyStore = policies.NewStorageStore(a.storage, policies.StoreConfig{})
+	v, _, err := memoryLimiters.LoadOrNew(memoryLimiterKey, func() (caddy.Destructor, error) {
+		return memoryLimiter{policies.NewMemoryLimiter()}, nil
+	})
+	if err != nil {
+		return err
+	}
+	a.limiterKey = memoryLimiterKey
+	a.limiter = v.(memoryLimiter).MemoryLimiter
+	return nil
+}
+
+// Policies returns the rate-limit policy store: Redis when configured (so
+// every instance sees every policy), else Caddy's storage.
+func (a *App) Policies() policies.CachedStore { return a.policyStore }
+
+// Limiter returns the rate-limit counters: Redis when configured, else
+// in-process counters that survive config reloads.
+func (a *App) Limiter() policies.Limiter { return a.limiter }
