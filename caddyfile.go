@@ -35,6 +35,7 @@ func init() {
 //			deployment <deployment_id> <alias> <api_version> [default]
 //		}
 //		config <id> <file path | inline JSON object>
+//		prompts <dir of prompt files>
 //		redis <host:port> {
 //			username <user>
 //			password <password | {env.VAR}>
@@ -110,6 +111,12 @@ func parseApp(d *caddyfile.Dispenser, existing any) (any, error) {
 			} else {
 				a.Configs[id] = caddyconfig.JSON(val, nil)
 			}
+		case "prompts":
+			var dir string
+			if !d.Args(&dir) || d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			a.Prompts = &app.PromptsConfig{Dir: dir}
 		case "redis":
 			r := &app.RedisConfig{}
 			if !d.Args(&r.Address) {
@@ -200,6 +207,7 @@ func parseSettings(d *caddyfile.Dispenser) (*providers.Settings, error) {
 //
 //	llm_gateway [<matcher>] {
 //		max_request_body  <size>
+//		cache_size        <size>
 //		custom_host_allow <loopback|private|link_local|any|CIDR>...
 //		transport http {
 //			<reverse_proxy http transport options>
@@ -223,6 +231,16 @@ func parseGateway(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 				return nil, h.Errf("max_request_body: invalid size %q", v)
 			}
 			g.MaxRequestBody = int64(n)
+		case "cache_size":
+			var v string
+			if !h.Args(&v) {
+				return nil, h.ArgErr()
+			}
+			n, err := humanize.ParseBytes(v)
+			if err != nil || n == 0 {
+				return nil, h.Errf("cache_size: invalid size %q", v)
+			}
+			g.CacheSize = int64(n)
 		case "custom_host_allow":
 			args := h.RemainingArgs()
 			if len(args) == 0 {

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
@@ -41,6 +42,8 @@ type App struct {
 	Configs map[string]json.RawMessage `json:"configs,omitempty"`
 	// Redis, when set, holds state shared by all gateway instances.
 	Redis *RedisConfig `json:"redis,omitempty"`
+	// Prompts configures the prompt library (prompt files, API prompts).
+	Prompts *PromptsConfig `json:"prompts,omitempty"`
 
 	keys        []resolvedKey
 	virtualKeys map[string]*providers.Settings
@@ -91,6 +94,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
 	if err := a.provisionShared(ctx); err != nil {
 		return err
+	}
+	if err := observe.RegisterMetrics(ctx.GetMetricsRegistry()); err != nil {
+		return fmt.Errorf("registering metrics: %v", err)
 	}
 	repl := caddy.NewReplacer()
 	seen := make(map[string]bool, len(a.APIKeys))
@@ -145,7 +151,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		}
 		a.configs[id] = body
 	}
-	return nil
+	return a.provisionPrompts(ctx)
 }
 
 // Start implements caddy.App.

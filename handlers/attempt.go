@@ -20,7 +20,6 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/upstream"
@@ -31,41 +30,40 @@ const StatusClientClosed = 499
 
 var nopNext = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
 
-// attempt sends the request to one leaf target. A success is streamed to
-// the client as it arrives (committing the request); a failure is held in
-// x.last so the router can retry or fall back, and is written only if it
-// turns out to be the final answer.
-func (x *exchange) attempt(ctx context.Context, t *routing.Target) routing.Outcome {
-	start := time.Now()
-	x.lastTarget = t
+// Attempt implements routing.Executor: it sends the request to one leaf
+// target. A success is streamed to the client as it arrives (committing
+// the request); a failure is held in x.last so the router can retry or
+// fall back, and is written only if it turns out to be the final answer.
+func (x *exchange) Attempt(ctx context.Context, t *routing.Target, try int) routing.Outcome {
+	x.lastTarget, x.retries = t, try
+	x.cacheState = x.leafCache
 	x.entry.Provider = t.Settings.Provider
-	rec := observe.Attempt{Target: t.Path, Provider: t.Settings.Provider}
-	o := x.send(ctx, t)
-	rec.Status, rec.Duration = o.Status, time.Since(start)
-	switch {
-	case o.OK():
-		rec.Outcome = "ok"
-	case x.last != nil && x.last.header.Get(apierror.HeaderGatewayError) != "":
-		rec.Outcome = "gateway_error"
-	default:
-		rec.Outcome = "provider_error"
-	}
-	x.entry.Attempts = append(x.entry.Attempts, rec)
-	return o
+	x.entry.Error = ""
+	return x.send(ctx, t)
 }
+
+// Deadline states of one attempt: the per-attempt timer and the start of
+// a stream race to move it out of deadlineRunning, so a stream that has
+// started is never cut by the timer, and a timed-out attempt is never
+// reported as started.
+const (
+	deadlineRunning int32 = iota
+	deadlineStarted
+	deadlineExpired
+)
 
 func (x *exchange) send(ctx context.Context, t *routing.Target) routing.Outcome {
 	x.last = nil
 	p, _ := providers.Lookup(t.Settings.Provider)
 	call := x.call
-	if len(t.OverrideParams) > 0 && gjson.ValidBytes(call.Body) {
-		call.Body = applyOverrides(call.Body, t.OverrideParams)
+	call.Body = x.bodyFor(t)
+	if len(t.OverrideParams) > 0 {
 		call.Model = gjson.GetBytes(call.Body, "model").String()
 		call.Stream = gjson.GetBytes(call.Body, "stream").Bool()
 	}
 	u := providers.Upstream{Header: make(http.Header, 4)}
 	if err := p.Prepare(&call, &t.Settings, &u); err != nil {
-		return x.fail(apierror.As(err))
+		return x.fail(apierror.As(err), routing.CauseLocal)
 	}
 	if call.Model != "" {
 		x.entry.Model = call.Model
@@ -73,12 +71,13 @@ func (x *exchange) send(ctx context.Context, t *routing.Target) routing.Outcome 
 
 	attemptCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var timedOut atomic.Bool
+	var deadline atomic.Int32
 	var timer *time.Timer
 	if t.RequestTimeoutMS > 0 {
 		timer = time.AfterFunc(time.Duration(t.RequestTimeoutMS)*time.Millisecond, func() {
-			timedOut.Store(true)
-			cancel()
+			if deadline.CompareAndSwap(deadlineRunning, deadlineExpired) {
+				cancel()
+			}
 		})
 		defer timer.Stop()
 	}
@@ -92,18 +91,22 @@ func (x *exchange) send(ctx context.Context, t *routing.Target) routing.Outcome 
 		call:   &call,
 		tr:     p.Translator(call.Op),
 		hold:   timer != nil && !call.Stream,
+		keep:   x.storeTarget == t,
 		header: make(http.Header, 8),
 		commit: x.commitHeaders,
 		onStart: func() {
 			// A stream must start in time; once it has, the deadline no
 			// longer applies.
-			if timer != nil && call.Stream {
-				timer.Stop()
+			if call.Stream {
+				deadline.CompareAndSwap(deadlineRunning, deadlineStarted)
 			}
 			x.entry.FirstByte = time.Now()
 		},
 	}
 	err, aborted := serveProxy(proxy, c, r2)
+	// Whatever the upstream did, the timer may no longer fire; if it
+	// already has, the attempt timed out.
+	expired := !deadline.CompareAndSwap(deadlineRunning, deadlineStarted) && deadline.Load() == deadlineExpired
 
 	switch {
 	case aborted && c.committed:
@@ -113,24 +116,17 @@ func (x *exchange) send(ctx context.Context, t *routing.Target) routing.Outcome 
 		if call.Stream {
 			x.writeStreamError(apierror.New(http.StatusBadGateway, apierror.TypeUpstream, "the provider's stream failed before it completed"))
 		}
-		return routing.Outcome{Status: c.status, Committed: true}
+		return routing.Outcome{Status: c.status, Committed: true, Cause: routing.CauseStreamFailed}
 	case c.committed:
-		if ferr := c.finish(); ferr != nil {
-			x.entry.Error = "translating stream: " + ferr.Error()
-		}
-		if c.sse != nil && !c.sse.sawDone && (call.Op == providers.OpChat || call.Op == providers.OpCompletions) {
-			x.entry.Error = "upstream stream ended without [DONE]"
-			x.writeStreamError(apierror.New(http.StatusBadGateway, apierror.TypeUpstream, "the provider's stream ended before it completed"))
-		}
-		x.entry.Usage = c.usage
-		return routing.Outcome{Status: c.status, Committed: true}
-	case timedOut.Load():
+		return x.finishCommitted(t, c)
+	case expired:
 		return x.fail(apierror.Newf(http.StatusRequestTimeout, apierror.TypeTimeout,
-			"request to %s timed out after %d ms", t.Settings.Provider, t.RequestTimeoutMS).WithCode("request_timeout"))
+			"request to %s timed out after %d ms", t.Settings.Provider, t.RequestTimeoutMS).WithCode("request_timeout"), routing.CauseTimeout)
 	case ctx.Err() != nil:
-		return routing.Outcome{Status: StatusClientClosed, Committed: true}
+		return routing.Outcome{Status: StatusClientClosed, Committed: true, Cause: routing.CauseClientGone}
 	case err != nil || aborted:
-		return x.fail(upstreamError(t, err))
+		e, cause := upstreamError(t, err)
+		return x.fail(e, cause)
 	case c.mode == modeHold:
 		return x.deliverHeld(c, t)
 	case c.mode == modeBuffer:
@@ -141,10 +137,33 @@ func (x *exchange) send(ctx context.Context, t *routing.Target) routing.Outcome 
 			c.header.Set("Content-Type", "application/json")
 		}
 		x.last = &bufferedResponse{status: c.status, header: c.header, body: bytes.Clone(body)}
-		return routing.Outcome{Status: c.status}
+		o := routing.Outcome{Status: c.status}
+		o.RetryAfter, o.HasRetryAfter = routing.ParseRetryAfter(c.header, time.Now())
+		return o
 	}
 	// The upstream answered nothing at all.
-	return x.fail(apierror.Newf(http.StatusBadGateway, apierror.TypeUpstream, "provider %s sent an empty response", t.Settings.Provider))
+	return x.fail(apierror.Newf(http.StatusBadGateway, apierror.TypeUpstream, "provider %s sent an empty response", t.Settings.Provider), routing.CauseNone)
+}
+
+// finishCommitted completes an answer that was streamed or passed through
+// to the client, and stores it in the cache when it is complete.
+func (x *exchange) finishCommitted(t *routing.Target, c *capture) routing.Outcome {
+	o := routing.Outcome{Status: c.status, Committed: true}
+	if ferr := c.finish(); ferr != nil {
+		x.entry.Error = "translating stream: " + ferr.Error()
+		o.Cause = routing.CauseStreamFailed
+	}
+	op := c.call.Op
+	if c.sse != nil && !c.sse.sawDone && (op == providers.OpChat || op == providers.OpCompletions) {
+		x.entry.Error = "upstream stream ended without [DONE]"
+		x.writeStreamError(apierror.New(http.StatusBadGateway, apierror.TypeUpstream, "the provider's stream ended before it completed"))
+		o.Cause = routing.CauseStreamFailed
+	}
+	x.entry.Usage = c.usage
+	if o.Cause == routing.CauseNone && c.tee != nil && !c.teeFull {
+		x.store(t, c.status, c.tee.Bytes(), c.mode == modeConvert || c.sse != nil)
+	}
+	return o
 }
 
 // serveProxy runs reverse_proxy, turning its abort panic (raised when the
@@ -169,7 +188,7 @@ func (x *exchange) deliverHeld(c *capture, t *routing.Target) routing.Outcome {
 		out, usage, err := c.tr.Response(c.call, body)
 		if err != nil {
 			return x.fail(apierror.Newf(http.StatusBadGateway, apierror.TypeUpstream,
-				"provider %s returned a response the gateway could not parse: %q", t.Settings.Provider, prefix(body, 256)))
+				"provider %s returned a response the gateway could not parse: %q", t.Settings.Provider, prefix(body, 256)), routing.CauseNone)
 		}
 		body = out
 		x.entry.Usage = usage
@@ -181,17 +200,20 @@ func (x *exchange) deliverHeld(c *capture, t *routing.Target) routing.Outcome {
 	c.header.Set("Content-Length", strconv.Itoa(len(body)))
 	c.doCommit()
 	_, _ = x.w.Write(body)
+	if c.keep {
+		x.store(t, c.status, body, false)
+	}
 	return routing.Outcome{Status: c.status, Committed: true}
 }
 
 // fail records a gateway-made error as the attempt's answer.
-func (x *exchange) fail(e *apierror.Error) routing.Outcome {
+func (x *exchange) fail(e *apierror.Error, cause routing.Cause) routing.Outcome {
 	h := make(http.Header, 2)
 	h.Set("Content-Type", "application/json")
 	h.Set(apierror.HeaderGatewayError, "true")
 	x.last = &bufferedResponse{status: e.Status, header: h, body: e.Body()}
 	x.entry.Error = e.Message
-	return routing.Outcome{Status: e.Status}
+	return routing.Outcome{Status: e.Status, Cause: cause}
 }
 
 func (x *exchange) commitHeaders(status int, h http.Header) {
@@ -307,10 +329,10 @@ func escapeKey(k string) string {
 
 // upstreamError maps a transport failure to a 502 (or 400 for a blocked
 // custom host) without echoing URLs, which may carry credentials.
-func upstreamError(t *routing.Target, err error) *apierror.Error {
+func upstreamError(t *routing.Target, err error) (*apierror.Error, routing.Cause) {
 	var blocked *upstream.BlockedError
 	if errors.As(err, &blocked) {
-		return apierror.BadRequest("custom_host", "%s", blocked.Error()).WithCode("custom_host_not_allowed")
+		return apierror.BadRequest("custom_host", "%s", blocked.Error()).WithCode("custom_host_not_allowed"), routing.CauseLocal
 	}
 	reason := "connection failed"
 	var ne net.Error
@@ -325,7 +347,7 @@ func upstreamError(t *routing.Target, err error) *apierror.Error {
 	case errors.As(err, &ue):
 		reason = "request failed"
 	}
-	return apierror.Newf(http.StatusBadGateway, apierror.TypeUpstream, "could not reach provider %s: %s", t.Settings.Provider, reason).WithCode("upstream_unreachable")
+	return apierror.Newf(http.StatusBadGateway, apierror.TypeUpstream, "could not reach provider %s: %s", t.Settings.Provider, reason).WithCode("upstream_unreachable"), routing.CauseUnreachable
 }
 
 func prefix(b []byte, n int) string {

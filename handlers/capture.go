@@ -3,8 +3,10 @@ package handlers
 import (
 	"bytes"
 	"errors"
+	"io"
 	"net/http"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
@@ -38,6 +40,9 @@ type capture struct {
 	call   *providers.Call
 	tr     providers.Translator
 	hold   bool // buffer successes too (non-stream with a deadline)
+	// keep asks for a copy of a successful answer as it goes to the
+	// client (for a stream: its OpenAI SSE transcript), for the cache.
+	keep bool
 
 	header  http.Header
 	status  int
@@ -46,7 +51,12 @@ type capture struct {
 	sse     *sseFilter
 	conv    providers.StreamConverter
 	usage   *providers.Usage
-	tee     *bytes.Buffer // copy of a passed-through JSON body, for usage
+	// tee copies a passed-through JSON body (for usage, and the cache),
+	// or a stream's OpenAI events when keep is set; teeFull says it
+	// outgrew teeMax and is incomplete.
+	tee     *bytes.Buffer
+	teeMax  int
+	teeFull bool
 	onStart func()        // called when the first byte is committed
 	commit  func(status int, h http.Header)
 
@@ -72,7 +82,12 @@ func (c *capture) WriteHeader(status int) {
 		h.Set("Content-Type", "text/event-stream")
 		h.Set("Cache-Control", "no-cache")
 		c.doCommit()
-		c.conv = c.tr.Stream(c.call, flushWriter{c.client})
+		fw := flushWriter{w: c.client}
+		if c.keep {
+			c.startTee(cache.MaxEntrySize)
+			fw.tee = c
+		}
+		c.conv = c.tr.Stream(c.call, fw)
 	case c.tr != nil || c.hold:
 		c.mode = modeHold
 	default:
@@ -80,11 +95,36 @@ func (c *capture) WriteHeader(status int) {
 		if c.call.Stream && isEventStream(c.header) {
 			c.sse = &sseFilter{w: c.client, dropUsage: c.call.UsageAdded}
 			c.header.Del("Content-Length")
+			if c.keep {
+				// The upstream's events, before the usage chunk the
+				// client did not ask for is dropped: the cached answer
+				// keeps its usage.
+				c.startTee(cache.MaxEntrySize)
+			}
 		} else if c.call.Op != providers.OpProxy && isJSON(c.header) {
-			c.tee = new(bytes.Buffer)
+			c.startTee(maxErrorBody)
+			if c.keep {
+				c.teeMax = cache.MaxEntrySize
+			}
 		}
 		c.doCommit()
 	}
+}
+
+func (c *capture) startTee(limit int) {
+	c.tee, c.teeMax = new(bytes.Buffer), limit
+}
+
+// teeWrite copies p into the tee, or marks it incomplete.
+func (c *capture) teeWrite(p []byte) {
+	if c.teeFull {
+		return
+	}
+	if c.tee.Len()+len(p) > c.teeMax {
+		c.teeFull = true
+		return
+	}
+	c.tee.Write(p)
 }
 
 func (c *capture) doCommit() {
@@ -112,11 +152,11 @@ func (c *capture) Write(p []byte) (int, error) {
 		return c.conv.Write(p)
 	}
 	c.wrote = true
+	if c.tee != nil {
+		c.teeWrite(p)
+	}
 	if c.sse != nil {
 		return c.sse.Write(p)
-	}
-	if c.tee != nil && c.tee.Len() < maxErrorBody {
-		c.tee.Write(p)
 	}
 	return c.client.Write(p)
 }
@@ -144,21 +184,31 @@ func (c *capture) finish() error {
 		err := c.sse.Flush()
 		c.usage = c.sse.usage
 		return err
-	case c.tee != nil:
+	case c.tee != nil && !c.teeFull:
 		c.usage = usageFromBody(c.tee.Bytes())
 	}
 	return nil
 }
 
-type flushWriter struct{ w http.ResponseWriter }
+// flushWriter flushes each write through to the client, so a converted
+// stream's events are not held back; tee, when set, gets a copy.
+type flushWriter struct {
+	w   http.ResponseWriter
+	tee *capture
+}
 
 func (f flushWriter) Write(p []byte) (int, error) {
+	if f.tee != nil {
+		f.tee.teeWrite(p)
+	}
 	n, err := f.w.Write(p)
 	if err == nil {
 		err = flushClient(f.w)
 	}
 	return n, err
 }
+
+var _ io.Writer = flushWriter{}
 
 func flushClient(w http.ResponseWriter) error {
 	err := http.NewResponseController(w).Flush()

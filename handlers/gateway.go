@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/upstream"
 )
@@ -35,6 +36,10 @@ type Gateway struct {
 	// transport's options: timeouts, keep-alive, HTTP versions, TLS trust),
 	// applied to every provider connection.
 	Transport json.RawMessage `json:"transport,omitempty"`
+	// CacheSize is the response cache's capacity in bytes (default
+	// cache.DefaultSize, 256 MiB). Routes with the same size share one
+	// cache; answers are cached only for targets whose config has cache.
+	CacheSize int64 `json:"cache_size,omitempty"`
 
 	app        *app.App
 	proxyPlain *reverseproxy.Handler
@@ -43,6 +48,10 @@ type Gateway struct {
 	router     *routing.Router
 	configs    *routing.ConfigCache
 	logger     *zap.Logger
+	breakers   *routing.BreakerSet
+	cache      *cache.Store
+	// pooled lists the sharedPool keys this handler loaded.
+	pooled []string
 }
 
 // CaddyModule returns the Caddy module information.
@@ -75,7 +84,11 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	if g.proxyTLS, err = g.loadProxy(ctx, true); err != nil {
 		return err
 	}
+	if err := g.provisionShared(); err != nil {
+		return err
+	}
 	g.router = routing.NewRouter()
+	g.router.Breakers = g.breakers
 	g.configs = routing.NewConfigCache(1024)
 	return nil
 }

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"errors"
 	"io"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
@@ -48,7 +50,18 @@ type exchange struct {
 	// lastTarget and retries describe the attempt that answered.
 	lastTarget *routing.Target
 	retries    int
+	// cacheState is the cache status of the answering target; leafCache
+	// that of the target the router is on, which becomes cacheState once
+	// that target is attempted.
 	cacheState string
+	leafCache  string
+	// storeKey is the cache key of storeTarget's answer, set on a miss
+	// (or a forced refresh) so a success is stored.
+	storeKey    string
+	storeTarget *routing.Target
+	// body is the request body with bodyTarget's override_params.
+	bodyTarget *routing.Target
+	body       []byte
 }
 
 // bufferedResponse is a held upstream answer (usually an error).
@@ -138,16 +151,40 @@ func (x *exchange) serve() error {
 		x.entry.VirtualKey = hdr.VirtualKey
 	}
 
-	rq := &routing.Request{Metadata: hdr.Metadata, Params: c.Body, Path: r.URL.Path}
-	outcome, err := x.g.router.Run(r.Context(), x.plan, rq, x.attempt)
+	rq := &routing.Request{Metadata: hdr.Metadata, MetadataRaw: hdr.MetadataRaw, Params: c.Body, Path: r.URL.Path}
+	res, err := x.g.router.Run(r.Context(), x.plan, rq, x)
+	x.logSteps(res.Steps)
+	if x.cacheState == "" {
+		// No target was attempted: report what the last one looked at,
+		// or DISABLED when none consulted the cache.
+		x.cacheState = cmp.Or(x.leafCache, cache.StatusDisabled)
+	}
+	x.entry.CacheState = x.cacheState
 	if err != nil {
 		return err
 	}
-	x.entry.Status = outcome.Status
-	if !outcome.Committed {
+	x.entry.Status = res.Status
+	if !res.Committed {
 		x.writeLast()
 	}
 	return nil
+}
+
+// logSteps records the router's steps as the log entry's attempts.
+func (x *exchange) logSteps(steps []routing.Step) {
+	if len(steps) == 0 {
+		return
+	}
+	x.entry.Attempts = make([]observe.Attempt, len(steps))
+	for i, s := range steps {
+		x.entry.Attempts[i] = observe.Attempt{
+			Target:   s.Target.Path,
+			Provider: s.Target.Settings.Provider,
+			Status:   s.Status,
+			Duration: s.Duration,
+			Outcome:  s.Outcome,
+		}
+	}
 }
 
 // readBody reads the whole body, bounded by the configured limit, because

@@ -194,3 +194,59 @@ func getAdmin(t testing.TB, path string) (int, string) {
 	_, _ = b.ReadFrom(resp.Body)
 	return resp.StatusCode, b.String()
 }
+
+// loadFresh is loadSite followed by settleReload: use it in tests that
+// send requests right after a reload.
+func loadFresh(t testing.TB, s site) {
+	t.Helper()
+	loadSite(t, s)
+	settleReload()
+}
+
+// settleReload waits for the previous config's listener to close and
+// drops the client's pooled connections to the previous server. Caddy
+// binds each config's listener with SO_REUSEPORT and closes the old one
+// asynchronously after Load returns; until then the kernel may hand a new
+// connection to the old socket, which resets it when it closes, and a
+// pooled keep-alive connection may be closed by the old server's shutdown
+// just as a request is written on it. Both show up as EOF or "connection
+// reset by peer" on the next request. The wait is bounded and reads
+// /proc/net/tcp*, so elsewhere than Linux it does nothing.
+func settleReload() {
+	for i := 0; i < 2000 && listeningSockets(httpPort) > 1; i++ {
+		time.Sleep(time.Millisecond)
+	}
+	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+}
+
+// listeningSockets counts the TCP sockets listening on port.
+func listeningSockets(port int) int {
+	suffix := fmt.Sprintf(":%04X", port)
+	n := 0
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			fs := strings.Fields(l)
+			if len(fs) > 3 && fs[3] == "0A" && strings.HasSuffix(fs[1], suffix) { // 0A: LISTEN
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// logLineFor returns the gateway's log entry for a trace id; other tests'
+// requests may still be finishing, so entries are matched by id, not count.
+func logLineFor(t testing.TB, traceID string) string {
+	t.Helper()
+	for _, l := range gatewayLogLines(t) {
+		if strings.Contains(l, `"trace_id":"`+traceID+`"`) {
+			return l
+		}
+	}
+	t.Fatalf("no log entry for trace %s", traceID)
+	return ""
+}

@@ -65,12 +65,8 @@ func TestOpenAIChat(t *testing.T) {
 			t.Fatalf("header %s leaked upstream", k)
 		}
 	}
-	lines := gatewayLogLines(t)
-	if len(lines) != 1 {
-		t.Fatalf("want one log entry, got %d", len(lines))
-	}
 	var entry map[string]any
-	if err := json.Unmarshal([]byte(lines[0]), &entry); err != nil {
+	if err := json.Unmarshal([]byte(logLineFor(t, "trace-abc")), &entry); err != nil {
 		t.Fatal(err)
 	}
 	for k, want := range map[string]any{"trace_id": "trace-abc", "api_key_name": "test", "provider": "openai", "model": "gpt-4o-mini", "endpoint": "chat.completions", "status": float64(200), "stream": false} {

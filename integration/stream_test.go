@@ -23,7 +23,7 @@ func TestOpenAIChatStreamFirstEventBeforeUpstreamFinishes(t *testing.T) {
 		return true
 	}
 	loadSite(t, site{})
-	client := newClient("x-gateway-provider", "openai", "x-gateway-custom-host", up.URL)
+	client := newClient("x-gateway-provider", "openai", "x-gateway-custom-host", up.URL, "x-gateway-trace-id", "first-event-trace")
 	stream := client.Chat.Completions.NewStreaming(context.Background(), chatParams("gpt-4o-mini"))
 	defer stream.Close()
 
@@ -59,9 +59,9 @@ func TestOpenAIChatStreamFirstEventBeforeUpstreamFinishes(t *testing.T) {
 	if !strings.Contains(string(up.last().Body), `"include_usage":true`) {
 		t.Fatal("the gateway should ask the provider for usage")
 	}
-	lines := gatewayLogLines(t)
-	if len(lines) != 1 || !strings.Contains(lines[0], `"total_tokens":12`) || !strings.Contains(lines[0], `"stream":true`) || !strings.Contains(lines[0], `"ttfb_ms"`) {
-		t.Fatalf("log entry lacks stream usage: %v", lines)
+	line := logLineFor(t, "first-event-trace")
+	if !strings.Contains(line, `"total_tokens":12`) || !strings.Contains(line, `"stream":true`) || !strings.Contains(line, `"ttfb_ms"`) {
+		t.Fatalf("log entry lacks stream usage: %v", line)
 	}
 }
 

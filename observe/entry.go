@@ -100,8 +100,11 @@ func (m metadataLog) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	return nil
 }
 
-// Write emits the entry at info level (warn for 5xx answers).
+// Write records the entry in the metrics and emits it at info level (warn
+// for 5xx answers).
 func (e *Entry) Write(logger *zap.Logger) {
+	now := time.Now()
+	e.record(now)
 	lvl := zapcore.InfoLevel
 	if e.Status >= 500 {
 		lvl = zapcore.WarnLevel
@@ -110,7 +113,6 @@ func (e *Entry) Write(logger *zap.Logger) {
 	if ce == nil {
 		return
 	}
-	now := time.Now()
 	fields := make([]zap.Field, 0, 20+len(e.Extra))
 	fields = append(fields,
 		zap.String("trace_id", e.TraceID),

@@ -52,6 +52,11 @@ type Target struct {
 	StrictOpenAICompliance *bool
 	BeforeRequestHooks     []json.RawMessage
 	AfterRequestHooks      []json.RawMessage
+
+	// identity and breakerKey cache derived keys; a Target belongs to one
+	// request, so no lock is needed.
+	identity   string
+	breakerKey string
 }
 
 // Resolver gives the plan builder access to the control plane's records.
@@ -111,6 +116,9 @@ func Resolve(h *ingress.Headers, r Resolver, cache *ConfigCache) (*Plan, error) 
 			ingress.Prefix, ingress.Provider, ingress.Prefix, ingress.VirtualKey, ingress.Prefix, ingress.Config)
 	}
 	plan.Root = build(cfg, "config", &inherited{}, plan)
+	if err := validatePlan(plan.Root); err != nil {
+		return nil, err
+	}
 	for _, t := range plan.Leaves {
 		if err := finishTarget(t, h, r); err != nil {
 			return nil, err

@@ -1,0 +1,272 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/redis/go-redis/v9"
+
+	// Registers llm_ratelimit and the policy API, until the root module
+	// imports it; a second blank import is harmless.
+	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/ratelimit"
+)
+
+// Rate-limit tests run their own Caddyfile (rlSite): a storage directory of
+// their own, so policies created through the API never outlive the test,
+// three gateway keys, and llm_ratelimit inside the /v1 handle block as
+// examples/Caddyfile places it.
+//
+// Keys: the harness's test key and rlSecondKey share workspace rlWS (and
+// organisation rlOrg); rlOtherKey is in another workspace of the same
+// organisation.
+const (
+	rlSecondKey = "rl-second-key-0123456789"
+	rlOtherKey  = "rl-other-key-0123456789"
+	rlWS        = "5a1f0c3e-0d8b-4c61-9d0e-7f2a9b3c4d51"
+	rlOtherWS   = "6b2a1d4f-1e9c-4d72-8e1f-8a3b0c4d5e62"
+	rlOrg       = "7c3b2e5a-2f0d-4e83-9f2a-9b4c1d5e6f73"
+)
+
+// rlRedisDB is the only Redis database these tests use; they flush it
+// before and after each test that uses Redis.
+const rlRedisDB = 9
+
+// rlSite describes a rate-limit test Caddyfile.
+type rlSite struct {
+	// Limit is the body of llm_ratelimit { }.
+	Limit string
+	// NoLimiter leaves llm_ratelimit out of the /v1 route.
+	NoLimiter bool
+	// Redis is the redis block of the llm app (e.g. redisBlock(true)).
+	Redis string
+	// Storage is the file_system storage root.
+	Storage string
+	// HTTPPort, AdminPort and Log default to the harness's.
+	HTTPPort, AdminPort int
+	Log                 string
+}
+
+func (s rlSite) caddyfile() string {
+	if s.HTTPPort == 0 {
+		s.HTTPPort, s.AdminPort, s.Log = httpPort, adminPort, logPath
+	}
+	limiter := ""
+	if !s.NoLimiter {
+		limiter = "llm_ratelimit {\n" + s.Limit + "\n\t\t}"
+	}
+	return fmt.Sprintf(`{
+	admin localhost:%d
+	auto_https off
+	persist_config off
+	storage file_system %s
+	log {
+		output file %s
+		format json
+		level DEBUG
+	}
+	llm {
+		api_key test {env.TEST_GATEWAY_KEY} {
+			workspace_id %[5]s
+			organisation_id %[7]s
+		}
+		api_key second %[8]s {
+			workspace_id %[5]s
+			organisation_id %[7]s
+		}
+		api_key other %[9]s {
+			workspace_id %[6]s
+			organisation_id %[7]s
+		}
+		%[10]s
+	}
+}
+
+:%[4]d {
+	handle /v1/* {
+		%[11]s
+		llm_gateway {
+			custom_host_allow loopback
+		}
+	}
+}
+`, s.AdminPort, s.Storage, s.Log, s.HTTPPort, rlWS, rlOtherWS, rlOrg, rlSecondKey, rlOtherKey, s.Redis, limiter)
+}
+
+// loadRL runs s in the process's Caddy, with a fresh storage directory
+// unless s names one.
+func loadRL(t *testing.T, s rlSite) {
+	t.Helper()
+	if s.Storage == "" {
+		s.Storage = t.TempDir()
+	}
+	cfg, err := adapt(s.caddyfile())
+	if err != nil {
+		t.Fatalf("adapting: %v\n%s", err, s.caddyfile())
+	}
+	truncateLog()
+	// Connections to the previous config's server are closed by the
+	// reload; a POST on one of them would fail with EOF.
+	rlClient.CloseIdleConnections()
+	if err := caddy.Load(cfg, true); err != nil {
+		t.Fatalf("loading: %v\n%s", err, s.caddyfile())
+	}
+}
+
+// redisBlock is the llm app's redis option for the test database.
+func redisBlock(failOpen bool) string {
+	mode := "fail_closed"
+	if failOpen {
+		mode = "fail_open"
+	}
+	return fmt.Sprintf("redis %s {\n\t\t\tdb %d\n\t\t\t%s\n\t\t}", rlRedisAddr(), rlRedisDB, mode)
+}
+
+func rlRedisAddr() string {
+	if a := os.Getenv("REDIS_ADDR"); a != "" {
+		return a
+	}
+	return "127.0.0.1:6379"
+}
+
+var (
+	rlRedisProbe    sync.Once
+	rlRedisProbeErr error
+)
+
+// requireRedis returns a client on the test database, flushed now and
+// when the test ends. Without Redis the test is skipped, unless
+// REQUIRE_REDIS=1 makes that a failure.
+func requireRedis(t *testing.T) *redis.Client {
+	t.Helper()
+	rlRedisProbe.Do(func() {
+		c := redis.NewClient(&redis.Options{Addr: rlRedisAddr(), DialTimeout: time.Second, MaxRetries: -1})
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		rlRedisProbeErr = c.Ping(ctx).Err()
+	})
+	if rlRedisProbeErr != nil {
+		if os.Getenv("REQUIRE_REDIS") == "1" {
+			t.Fatalf("Redis at %s is unreachable and REQUIRE_REDIS=1: %v", rlRedisAddr(), rlRedisProbeErr)
+		}
+		t.Skipf("skipping: Redis at %s is unreachable (%v); set REQUIRE_REDIS=1 to make this a failure", rlRedisAddr(), rlRedisProbeErr)
+	}
+	c := redis.NewClient(&redis.Options{Addr: rlRedisAddr(), DB: rlRedisDB})
+	if err := c.FlushDB(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.FlushDB(context.Background()).Err()
+		_ = c.Close()
+	})
+	return c
+}
+
+// rlChat is a chat completion with the given gateway key through the fake
+// provider at upURL, plus extra headers (name, value pairs).
+func rlChat(t testing.TB, base, key, upURL string, body string, headers ...string) (*http.Response, []byte) {
+	t.Helper()
+	if body == "" {
+		body = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`
+	}
+	h := append([]string{"x-gateway-api-key", key, "x-gateway-provider", "openai", "x-gateway-custom-host", upURL,
+		"Authorization", "Bearer sk-test-provider"}, headers...)
+	return rawDo(t, base, http.MethodPost, "/chat/completions", []byte(body), h...)
+}
+
+// rawDo is do against any gateway base URL, safe to call from goroutines
+// (it reports errors instead of failing the test).
+func rawDo(t testing.TB, base, method, path string, body []byte, headers ...string) (*http.Response, []byte) {
+	t.Helper()
+	resp, raw, err := tryDo(base, method, path, body, headers...)
+	if err != nil {
+		t.Errorf("%s %s: %v", method, path, err)
+		return &http.Response{Header: http.Header{}}, nil
+	}
+	return resp, raw
+}
+
+var rlClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 0}, Timeout: 60 * time.Second}
+
+func tryDo(base, method, path string, body []byte, headers ...string) (*http.Response, []byte, error) {
+	req, err := http.NewRequest(method, base+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := rlClient.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	_, err = buf.ReadFrom(resp.Body)
+	return resp, buf.Bytes(), err
+}
+
+// api calls the policy API with a gateway key and decodes the JSON answer.
+func api(t *testing.T, key, method, path, body string) (int, map[string]any) {
+	t.Helper()
+	var b []byte
+	if body != "" {
+		b = []byte(body)
+	}
+	resp, raw := rawDo(t, gatewayURL(), method, path, b, "x-gateway-api-key", key)
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("%s %s: %d, not JSON: %s", method, path, resp.StatusCode, raw)
+	}
+	return resp.StatusCode, m
+}
+
+// createPolicy creates a policy through the API and returns its id.
+func createPolicy(t *testing.T, key, body string) string {
+	t.Helper()
+	status, m := api(t, key, http.MethodPost, "/policies/rate-limits", body)
+	if status != 200 || m["object"] != "policy_rate_limits" {
+		t.Fatalf("create: %d %v", status, m)
+	}
+	id, _ := m["id"].(string)
+	return id
+}
+
+// errParam returns the "param" of an error envelope.
+func errParam(m map[string]any) string {
+	e, _ := m["error"].(map[string]any)
+	p, _ := e["param"].(string)
+	return p
+}
+
+func errField(m map[string]any, f string) string {
+	e, _ := m["error"].(map[string]any)
+	s, _ := e[f].(string)
+	return s
+}
+
+// countStatuses tallies response codes.
+func countStatuses(codes []int) map[int]int {
+	out := map[int]int{}
+	for _, c := range codes {
+		out[c]++
+	}
+	return out
+}
+
+// jsonQuote quotes s as a JSON string.
+func jsonQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}

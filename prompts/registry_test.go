@@ -1,0 +1,157 @@
+package prompts
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+)
+
+const (
+	wsA = "00000000-0000-4000-8000-00000000000a"
+	wsB = "00000000-0000-4000-8000-00000000000b"
+)
+
+func newVersion(content string) *Version {
+	return &Version{Messages: []Message{{Role: "user", Content: mustMarshal(content)}}, Model: "m",
+		Hyperparameters: map[string]json.RawMessage{"temperature": json.RawMessage("0.5")}}
+}
+
+func wantStatus(t *testing.T, err error, status int, code string) {
+	t.Helper()
+	var ae *apierror.Error
+	if !errors.As(err, &ae) || ae.Status != status || (code != "" && ae.Code != code) {
+		t.Fatalf("want %d %s, got %v", status, code, err)
+	}
+}
+
+func TestRegistryWrites(t *testing.T) {
+	ctx := context.Background()
+	file := testPrompt(t, "shared", 1, "file")
+	reg, err := NewRegistry([]*Prompt{file}, Options{CacheTTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	p, err := reg.Create(ctx, wsA, NewPrompt{Name: "Shared", Version: newVersion("a {{x}}")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Slug != "shared-2" || p.Published != 1 || p.Versions[0].Number != 1 {
+		t.Fatalf("created %+v (the file prompt's slug is taken in every workspace)", p)
+	}
+	// The write is visible at once despite the hour-long cache.
+	if got, err := reg.Lookup(ctx, wsA, "shared-2"); err != nil || got.ID != p.ID {
+		t.Fatalf("lookup after create: %v", err)
+	}
+	_, err = reg.Lookup(ctx, wsB, p.ID)
+	wantStatus(t, err, 404, "prompt_not_found")
+
+	// Update: a new version from the latest, unpublished; the template
+	// fields not given are kept.
+	_, added, err := reg.Update(ctx, wsA, p.ID, Update{NewVersion: func(latest Version) (*Version, error) {
+		latest.Messages = []Message{{Role: "user", Content: mustMarshal("b {{x}}")}}
+		return &latest, nil
+	}})
+	if err != nil || added.Number != 2 || added.Model != "m" || string(added.Hyperparameters["temperature"]) != "0.5" {
+		t.Fatalf("update: %+v %v", added, err)
+	}
+	got, _ := reg.Lookup(ctx, wsA, p.ID)
+	if got.Published != 1 || len(got.Versions) != 2 {
+		t.Fatalf("after update %+v", got)
+	}
+	// An invalid new version is refused and nothing is stored.
+	_, _, err = reg.Update(ctx, wsA, p.ID, Update{NewVersion: func(latest Version) (*Version, error) {
+		latest.Messages = []Message{{Role: "user", Content: mustMarshal("{{#open}}")}}
+		return &latest, nil
+	}})
+	wantStatus(t, err, 400, "")
+	if got, _ := reg.Lookup(ctx, wsA, p.ID); len(got.Versions) != 2 {
+		t.Fatal("a refused version was stored")
+	}
+
+	if _, err := reg.Publish(ctx, wsA, "shared-2", 2); err != nil {
+		t.Fatal(err)
+	}
+	_, err = reg.Publish(ctx, wsA, "shared-2", 3)
+	wantStatus(t, err, 404, "prompt_version_not_found")
+
+	desc := "described"
+	_, v, err := reg.UpdateVersion(ctx, wsA, "shared-2", "1", VersionMeta{Description: &desc, TemplateMetadata: json.RawMessage(`{"k":"v"}`)})
+	if err != nil || v.Description != desc || string(v.TemplateMetadata) != `{"k":"v"}` || !strings.Contains(string(v.Messages[0].Content), "a {{x}}") {
+		t.Fatalf("update version: %+v %v", v, err)
+	}
+	_, _, err = reg.UpdateVersion(ctx, wsA, "shared-2", "1", VersionMeta{TemplateMetadata: json.RawMessage(`[1]`)})
+	wantStatus(t, err, 400, "")
+
+	// File prompts are read-only; other workspaces cannot touch API prompts.
+	_, _, err = reg.Update(ctx, wsA, "shared", Update{})
+	wantStatus(t, err, 409, "prompt_read_only")
+	wantStatus(t, reg.Delete(ctx, wsA, file.ID), 409, "prompt_read_only")
+	wantStatus(t, reg.Delete(ctx, wsB, p.ID), 404, "prompt_not_found")
+
+	if err := reg.Delete(ctx, wsA, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = reg.Lookup(ctx, wsA, p.ID)
+	wantStatus(t, err, 404, "prompt_not_found")
+}
+
+func TestRegistryFileConflicts(t *testing.T) {
+	a := testPrompt(t, "same", 1, "a")
+	b := testPrompt(t, "same", 1, "b")
+	b.ID, b.File = deriveID("other"), "b.json"
+	if _, err := NewRegistry([]*Prompt{a, b}, Options{}); err == nil || !strings.Contains(err.Error(), "same slug") {
+		t.Fatalf("duplicate slug: %v", err)
+	}
+	// The same slug in two different workspaces is fine.
+	a.WorkspaceID, b.WorkspaceID = wsA, wsB
+	if _, err := NewRegistry([]*Prompt{a, b}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(tg *Target) error { return errors.New("unknown virtual key") }
+	a.Versions[0].VirtualKey = "vk"
+	if _, err := NewRegistry([]*Prompt{a}, Options{CheckTarget: check}); err == nil || !strings.Contains(err.Error(), "same.json: versions[0]") {
+		t.Fatalf("target check: %v", err)
+	}
+}
+
+func TestStoreRecordRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	store := NewMemoryStore()
+	reg, _ := NewRegistry(nil, Options{Store: store})
+	p, err := reg.Create(ctx, wsA, NewPrompt{Name: "Round trip", CollectionID: "c", Version: newVersion("{{x}}")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second registry over the same store (another instance) sees it and
+	// can render it: records are compiled when loaded.
+	other, _ := NewRegistry(nil, Options{Store: store})
+	got, v, err := Resolve(ctx, other, wsA, "round-trip")
+	if err != nil || got.ID != p.ID || got.CollectionID != "c" {
+		t.Fatalf("resolve from another registry: %v", err)
+	}
+	out, err := RenderRequest(got, v, []byte(`{"variables":{"x":"y"}}`))
+	if err != nil || !strings.Contains(string(out), `"content":"y"`) {
+		t.Fatalf("render %s %v", out, err)
+	}
+}
+
+func TestSlugify(t *testing.T) {
+	cases := map[string]string{
+		"Support Reply":        "support-reply",
+		"  Weekly -- Report! ": "weekly-report",
+		"Überprüfung 2":        "berpr-fung-2",
+		"a_b.c":                "a-b-c",
+		"!!!":                  "",
+	}
+	for in, want := range cases {
+		if got := Slugify(in); got != want {
+			t.Errorf("Slugify(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,245 @@
+// Package ratelimit is the llm_ratelimit Caddy handler and the rate-limit
+// policy management API.
+//
+// The handler runs before llm_gateway. For each request it finds the
+// active policies that match (those created through the API, kept in the
+// llm app's policy store, plus those declared in the Caddyfile), admits the
+// request against every one of them in the llm app's limiter (in process,
+// or Redis when `llm { redis … }` is set) and answers 429 when one refuses.
+// Token policies reserve an estimate at admission and are settled against
+// the provider's reported usage once the gateway has answered.
+//
+// The API (POST, GET, PUT, DELETE under /v1/policies/rate-limits) is
+// registered with the control plane at init and served by llm_gateway
+// after it authenticated the caller.
+package ratelimit
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+)
+
+// DefaultMaxRequestBody is the largest body the handler reads to learn the
+// model and estimate tokens, the same default as llm_gateway's limit. A
+// larger body is left for the gateway, which rejects it with a 413.
+const DefaultMaxRequestBody = 32 << 20
+
+func init() {
+	caddy.RegisterModule(Handler{})
+	httpcaddyfile.RegisterHandlerDirective("llm_ratelimit", parseCaddyfile)
+	// After basic_auth, so a site's own authentication runs first and
+	// rejected requests never spend anyone's budget.
+	httpcaddyfile.RegisterDirectiveOrder("llm_ratelimit", httpcaddyfile.After, "basic_auth")
+}
+
+// Handler is the llm_ratelimit HTTP handler (module
+// http.handlers.llm_ratelimit). A route without it enforces no policy.
+type Handler struct {
+	// Policies are declared in the Caddyfile (static): they are enforced
+	// on this route in addition to the policies created through the API,
+	// are not visible through the API, and keep their counters across
+	// reloads because their id is derived from their name.
+	Policies []*StaticPolicy `json:"policies,omitempty"`
+	// MaxRequestBody bounds the body read for the model and the token
+	// estimate, in bytes (default DefaultMaxRequestBody).
+	MaxRequestBody int64 `json:"max_request_body,omitempty"`
+
+	ctl    control
+	static []*policies.Policy
+	logger *zap.Logger
+	// Failures of the limiter or the store are logged at most once per
+	// logEvery, with the count of those suppressed meanwhile, so a Redis
+	// outage does not flood the log with one line per request.
+	failLog *throttle
+}
+
+// StaticPolicy is a policy declared in the Caddyfile. Its id is a name-based
+// UUID (SHA-1) of Name, so every instance with the same Caddyfile shares its
+// counters. It applies to every workspace and organisation unless a
+// condition says otherwise.
+type StaticPolicy struct {
+	// Name identifies the policy; it must be unique in the handler.
+	Name string `json:"name"`
+	// Type is "requests" or "tokens".
+	Type string `json:"type"`
+	// Unit is "rpm", "rph" or "rpd".
+	Unit string `json:"unit"`
+	// Value is the limit per window.
+	Value float64 `json:"value"`
+	// Conditions restrict the requests the policy applies to; without
+	// any it applies to every authenticated request.
+	Conditions []policies.Condition `json:"conditions,omitempty"`
+	// GroupBy names the attributes whose values get separate counters;
+	// without any, each gateway key gets its own counter (api_key).
+	GroupBy []policies.GroupBy `json:"group_by,omitempty"`
+}
+
+// control is what the handler needs from the llm app. *app.App implements
+// it; tests and benchmarks substitute their own.
+type control interface {
+	Authenticate(key string) (*app.Identity, bool)
+	Policies() policies.CachedStore
+	Limiter() policies.Limiter
+	// FailClosed reports whether requests are rejected (503) while the
+	// limiter or the policy store fails, rather than admitted.
+	FailClosed() bool
+	SavedConfig(id string) ([]byte, bool)
+	VirtualKey(name string) (*providers.Settings, bool)
+}
+
+// staticNamespace is the UUID namespace of Caddyfile policy ids.
+var staticNamespace = uuid.MustParse("b1d0f3c4-5e0a-4c2e-8f6b-3a9d7c2e41f0")
+
+// StaticID returns the id of the Caddyfile policy with this name.
+func StaticID(name string) string {
+	return uuid.NewSHA1(staticNamespace, []byte("llm_ratelimit:"+name)).String()
+}
+
+// CaddyModule returns the Caddy module information.
+func (Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.llm_ratelimit",
+		New: func() caddy.Module { return new(Handler) },
+	}
+}
+
+// Provision finds the llm app and turns the Caddyfile policies into
+// records the matcher and the limiter use.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	h.failLog = new(throttle)
+	if h.MaxRequestBody <= 0 {
+		h.MaxRequestBody = DefaultMaxRequestBody
+	}
+	a, err := ctx.App(app.ID)
+	if err != nil {
+		return fmt.Errorf("loading llm app: %v", err)
+	}
+	h.ctl = appControl{a.(*app.App)}
+	h.static, err = buildStatic(h.Policies)
+	return err
+}
+
+// buildStatic validates the Caddyfile policies and fills their defaults.
+func buildStatic(in []*StaticPolicy) ([]*policies.Policy, error) {
+	out := make([]*policies.Policy, 0, len(in))
+	seen := make(map[string]bool, len(in))
+	for i, sp := range in {
+		if sp == nil || sp.Name == "" {
+			return nil, fmt.Errorf("policies[%d]: name is required", i)
+		}
+		if seen[sp.Name] {
+			return nil, fmt.Errorf("policy %q: duplicate name", sp.Name)
+		}
+		seen[sp.Name] = true
+		p, err := sp.policy()
+		if err != nil {
+			return nil, fmt.Errorf("policy %q: %v", sp.Name, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// policy returns the record the handler enforces for sp.
+func (sp *StaticPolicy) policy() (*policies.Policy, error) {
+	name := sp.Name
+	p := &policies.Policy{
+		ID:         StaticID(name),
+		Type:       sp.Type,
+		Unit:       sp.Unit,
+		Value:      sp.Value,
+		Status:     policies.StatusActive,
+		Name:       &name,
+		Conditions: append([]policies.Condition(nil), sp.Conditions...),
+		GroupBy:    append([]policies.GroupBy(nil), sp.GroupBy...),
+	}
+	// The API requires conditions and group_by; a Caddyfile policy may
+	// leave them out, meaning "every request" and "per gateway key".
+	// api_key is present on every authenticated request, so "*" on it
+	// matches them all.
+	if len(p.Conditions) == 0 {
+		p.Conditions = []policies.Condition{{Key: policies.KeyAPIKey, Value: "*"}}
+	}
+	if len(p.GroupBy) == 0 {
+		p.GroupBy = []policies.GroupBy{{Key: policies.KeyAPIKey}}
+	}
+	if err := p.ValidateBody(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Validate implements caddy.Validator.
+func (h *Handler) Validate() error {
+	if h.MaxRequestBody < 0 {
+		return fmt.Errorf("max_request_body must not be negative")
+	}
+	return nil
+}
+
+// appControl adapts *app.App to control.
+type appControl struct{ *app.App }
+
+// FailClosed implements control. Only a Redis-backed limiter can become
+// unreachable; its operator chooses the mode (`fail_open`/`fail_closed`,
+// closed by default). The in-process limiter never fails, and a storage
+// store that cannot be read keeps serving its last policy set.
+func (a appControl) FailClosed() bool {
+	return a.RedisClient() != nil && !a.RedisFailOpen()
+}
+
+// logEvery is the minimum interval between two failure log lines.
+const logEvery = 10 * time.Second
+
+// throttle lets one event through per interval and counts the others.
+type throttle struct {
+	next       atomic.Int64
+	suppressed atomic.Int64
+}
+
+// allow reports whether an event at now may be logged, and how many were
+// suppressed since the last one that was.
+func (t *throttle) allow(now time.Time, every time.Duration) (bool, int64) {
+	n := t.next.Load()
+	if now.UnixNano() < n || !t.next.CompareAndSwap(n, now.Add(every).UnixNano()) {
+		t.suppressed.Add(1)
+		return false, 0
+	}
+	return true, t.suppressed.Swap(0)
+}
+
+// logFailure logs a limiter or store failure, at most once per logEvery.
+// err comes from the store or Redis client and never holds a gateway key.
+func (h *Handler) logFailure(msg string, err error) {
+	if h.logger == nil || h.failLog == nil {
+		return
+	}
+	ok, suppressed := h.failLog.allow(time.Now(), logEvery)
+	if !ok {
+		return
+	}
+	h.logger.Error(msg,
+		zap.Error(err),
+		zap.Bool("fail_open", !h.ctl.FailClosed()),
+		zap.Int64("suppressed_since_last", suppressed))
+}
+
+// Interface guards.
+var (
+	_ caddy.Module                = (*Handler)(nil)
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.Validator             = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+)

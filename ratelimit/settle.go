@@ -1,0 +1,109 @@
+package ratelimit
+
+import (
+	"context"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
+)
+
+// Bounds of the token estimate's inputs, so that a hostile body cannot
+// overflow the arithmetic; a reservation is further capped at the
+// policy's limit.
+const (
+	maxEstimate = int64(policies.MaxValue)
+	maxChoices  = 128
+)
+
+// bytesPerToken is the divisor of the prompt estimate. Four bytes per
+// token is the usual rule of thumb for English with BPE tokenizers; on the
+// whole JSON body (keys, quotes, roles) it overestimates the prompt a
+// little, which suits a reservation that settlement corrects.
+const bytesPerToken = 4
+
+// estimateTokens is the token reservation of a request: the prompt
+// estimate, ceil(size/4) over the body's bytes, plus the most it may
+// generate when the client bounds that (max_tokens, max_completion_tokens
+// or max_output_tokens, times n choices). It never tokenizes: an exact
+// count is left to settlement, which charges the provider's usage. An
+// unbounded completion reserves nothing for its output; what it produces
+// is charged when it is done.
+func estimateTokens(body []byte, size int64) int64 {
+	prompt := (size + bytesPerToken - 1) / bytesPerToken
+	if prompt < 0 || prompt > maxEstimate {
+		prompt = maxEstimate
+	}
+	if len(body) == 0 {
+		return prompt
+	}
+	f := gjson.GetManyBytes(body, "max_completion_tokens", "max_tokens", "max_output_tokens", "n")
+	out := int64(0)
+	for _, r := range f[:3] {
+		if r.Type == gjson.Number {
+			out = r.Int()
+			break
+		}
+	}
+	if out <= 0 {
+		return prompt
+	}
+	out = min(out, maxEstimate)
+	if n := f[3].Int(); n > 1 {
+		out = min(out*min(n, maxChoices), maxEstimate)
+	}
+	return min(prompt+out, maxEstimate)
+}
+
+// usedTokens is what a finished request is charged on token policies:
+// prompt plus completion tokens as the provider reported them (cached
+// prompt tokens included, reasoning tokens being part of completion
+// tokens), or the reported total when it is larger (embeddings report
+// only prompt and total). A response served from the gateway's cache used
+// no provider tokens and is charged nothing, like a failed request that
+// reported no usage.
+func usedTokens(e *observe.Entry) int64 {
+	if e == nil || e.Usage == nil {
+		return 0
+	}
+	switch e.CacheState {
+	case "HIT", "SEMANTIC HIT":
+		return 0
+	}
+	u := e.Usage
+	used := max(u.PromptTokens, 0) + max(u.CompletionTokens, 0)
+	return min(max(used, u.TotalTokens), maxEstimate)
+}
+
+// settleTimeout bounds the settlement's limiter calls, which run after the
+// answer was written but before the handler returns.
+const settleTimeout = 2 * time.Second
+
+// settle corrects each token reservation to the usage reported: usage
+// above the reservation is charged in full (an answer may overshoot; later
+// requests then wait), an unused part is refunded while the reservation is
+// still in its window (policies.SettleDelta). Requests policies are not
+// settled: an admitted request counts whatever its outcome, a 5xx
+// included, because it did reach the gateway and possibly the provider.
+func (h *Handler) settle(ctx context.Context, lim policies.Limiter, grants []grant, e *observe.Entry) {
+	used := usedTokens(e)
+	now := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	for i := range grants {
+		g := &grants[i]
+		p := g.policy
+		if p.Type != policies.TypeTokens {
+			continue
+		}
+		delta := policies.SettleDelta(g.cost, used, g.at, now, p.Window())
+		if delta == 0 {
+			continue
+		}
+		if err := lim.Adjust(ctx, g.key, p.Limit(), p.Window(), delta); err != nil {
+			h.logFailure("rate limiter settlement failed", err)
+		}
+	}
+}
