@@ -208,3 +208,14 @@ func jsonEqual(a, b []byte) bool {
 	jb, _ := json.Marshal(y)
 	return string(ja) == string(jb)
 }
+
+func BenchmarkKey(b *testing.B) {
+	p := KeyParts{Op: "chat.completions", Method: "POST", Path: "/chat/completions", Target: "openai|default|abcd", Workspace: "ws",
+		Body: []byte(`{"model":"gpt-4o-mini","temperature":0.2,"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"What is the capital of Norway? Answer in one word."}]}`)}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Key(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

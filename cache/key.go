@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
-	"io"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/tidwall/gjson"
 )
 
 // KeyParts is everything that determines a cached answer.
@@ -29,59 +32,104 @@ type KeyParts struct {
 }
 
 // Key returns the cache key for parts: a SHA-256 over the length-prefixed
-// parts, with the body in canonical form — JSON re-encoded with sorted
-// keys and without "stream" and "stream_options", so a streamed request
-// hits an answer stored from a non-streamed one and vice versa, and key
-// order or spacing does not matter. It fails only for a body that is not
-// a JSON object, which is not cached.
+// parts, with the body in canonical form — objects with their keys sorted,
+// no insignificant whitespace, and without the top-level "stream" and
+// "stream_options", so a streamed request hits an answer stored from a
+// non-streamed one and vice versa, and key order or spacing does not
+// matter. Scalars are kept as written (1.0 and 1 differ). It fails only
+// for a body that is not a JSON object, which is not cached.
 func Key(p KeyParts) (string, error) {
-	body, err := canonicalJSON(p.Body, true)
-	if err != nil {
-		return "", err
+	if !gjson.ValidBytes(p.Body) {
+		return "", errNotObject
 	}
-	part := "ns:" + p.Namespace
-	if p.Namespace == "" {
-		md := []byte(nil)
-		if p.Metadata != "" {
-			if md, err = canonicalJSON([]byte(p.Metadata), false); err != nil {
-				md = []byte(p.Metadata)
-			}
-		}
-		part = "md:" + string(md)
+	body := gjson.ParseBytes(p.Body)
+	if !body.IsObject() {
+		return "", errNotObject
 	}
-	h := sha256.New()
-	for _, s := range []string{"v1", p.Op, p.Method, p.Path, p.Target, p.Workspace, part} {
-		writePart(h, []byte(s))
+	buf := bufPool.Get().(*bytes.Buffer)
+	defer func() {
+		buf.Reset()
+		bufPool.Put(buf)
+	}()
+	for _, s := range []string{"v1", p.Op, p.Method, p.Path, p.Target, p.Workspace} {
+		writePart(buf, s)
 	}
-	writePart(h, body)
-	var sum [sha256.Size]byte
-	return string(h.Sum(sum[:0])), nil
+	if p.Namespace != "" {
+		writePart(buf, "ns:"+p.Namespace)
+	} else {
+		writePart(buf, "md:"+canonicalMetadata(p.Metadata))
+	}
+	// The body goes last, so it needs no length prefix.
+	canonical(buf, body, true)
+	sum := sha256.Sum256(buf.Bytes())
+	return string(sum[:]), nil
 }
 
-func writePart(w io.Writer, b []byte) {
+// canonicalMetadata puts the metadata JSON in canonical form, so the
+// order of its keys does not partition the cache.
+func canonicalMetadata(md string) string {
+	if md == "" || !gjson.Valid(md) {
+		return md
+	}
+	var b bytes.Buffer
+	canonical(&b, gjson.Parse(md), false)
+	return b.String()
+}
+
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// writePart writes s with its length first, so parts cannot run into
+// each other.
+func writePart(b *bytes.Buffer, s string) {
 	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(len(b)))
-	_, _ = w.Write(n[:])
-	_, _ = w.Write(b)
+	binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+	b.Write(n[:])
+	b.WriteString(s)
 }
 
 var errNotObject = errors.New("not a JSON object")
 
-// canonicalJSON decodes a JSON object, keeping numbers as written, and
-// encodes it again: encoding/json writes map keys sorted.
-func canonicalJSON(b []byte, dropStream bool) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil || m == nil {
-		return nil, errNotObject
+type member struct {
+	key, raw string
+	val      gjson.Result
+}
+
+// canonical writes v with object keys sorted. dropStream removes the
+// top-level stream fields only.
+func canonical(b *bytes.Buffer, v gjson.Result, dropStream bool) {
+	switch {
+	case v.IsObject():
+		var ms []member
+		v.ForEach(func(k, val gjson.Result) bool {
+			if !dropStream || (k.Str != "stream" && k.Str != "stream_options") {
+				ms = append(ms, member{k.Str, k.Raw, val})
+			}
+			return true
+		})
+		slices.SortStableFunc(ms, func(a, b member) int { return strings.Compare(a.key, b.key) })
+		b.WriteByte('{')
+		for i, m := range ms {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(m.raw)
+			b.WriteByte(':')
+			canonical(b, m.val, false)
+		}
+		b.WriteByte('}')
+	case v.IsArray():
+		b.WriteByte('[')
+		i := 0
+		v.ForEach(func(_, val gjson.Result) bool {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			i++
+			canonical(b, val, false)
+			return true
+		})
+		b.WriteByte(']')
+	default:
+		b.WriteString(v.Raw)
 	}
-	if dec.More() {
-		return nil, errNotObject
-	}
-	if dropStream {
-		delete(m, "stream")
-		delete(m, "stream_options")
-	}
-	return json.Marshal(m)
 }

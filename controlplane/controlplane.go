@@ -64,10 +64,11 @@ type Caller struct {
 func Serve(w http.ResponseWriter, r *http.Request, c *Caller) {
 	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, c))
 	mu.RLock()
-	h, pattern := mux.Handler(r)
+	_, pattern := mux.Handler(r)
 	mu.RUnlock()
 	if pattern != "" {
-		h.ServeHTTP(w, r)
+		// ServeHTTP (not h) so the mux sets r.PathValue.
+		mux.ServeHTTP(w, r)
 		return
 	}
 	// Answer misses in the OpenAI envelope, telling a wrong method from an

@@ -90,8 +90,10 @@ func (x *exchange) send(ctx context.Context, t *routing.Target) routing.Outcome 
 		client: x.w,
 		call:   &call,
 		tr:     p.Translator(call.Op),
-		hold:   timer != nil && !call.Stream,
-		keep:   x.storeTarget == t,
+		// A non-stream answer is held whole when it has a deadline to
+		// meet, or when it will be cached (so it is stored before the
+		// client has it all).
+		hold:   (timer != nil || x.storeTarget == t) && !call.Stream,
 		header: make(http.Header, 8),
 		commit: x.commitHeaders,
 		onStart: func() {
@@ -102,6 +104,9 @@ func (x *exchange) send(ctx context.Context, t *routing.Target) routing.Outcome 
 			}
 			x.entry.FirstByte = time.Now()
 		},
+	}
+	if x.storeTarget == t {
+		c.store = func(body []byte, stream bool) { x.store(t, c.status, body, stream) }
 	}
 	err, aborted := serveProxy(proxy, c, r2)
 	// Whatever the upstream did, the timer may no longer fire; if it
@@ -146,7 +151,7 @@ func (x *exchange) send(ctx context.Context, t *routing.Target) routing.Outcome 
 }
 
 // finishCommitted completes an answer that was streamed or passed through
-// to the client, and stores it in the cache when it is complete.
+// to the client.
 func (x *exchange) finishCommitted(t *routing.Target, c *capture) routing.Outcome {
 	o := routing.Outcome{Status: c.status, Committed: true}
 	if ferr := c.finish(); ferr != nil {
@@ -160,9 +165,6 @@ func (x *exchange) finishCommitted(t *routing.Target, c *capture) routing.Outcom
 		o.Cause = routing.CauseStreamFailed
 	}
 	x.entry.Usage = c.usage
-	if o.Cause == routing.CauseNone && c.tee != nil && !c.teeFull {
-		x.store(t, c.status, c.tee.Bytes(), c.mode == modeConvert || c.sse != nil)
-	}
 	return o
 }
 
@@ -198,11 +200,11 @@ func (x *exchange) deliverHeld(c *capture, t *routing.Target) routing.Outcome {
 		x.entry.Usage = usageFromBody(body)
 	}
 	c.header.Set("Content-Length", strconv.Itoa(len(body)))
+	if c.store != nil {
+		c.store(body, false)
+	}
 	c.doCommit()
 	_, _ = x.w.Write(body)
-	if c.keep {
-		x.store(t, c.status, body, false)
-	}
 	return routing.Outcome{Status: c.status, Committed: true}
 }
 

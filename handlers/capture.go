@@ -40,24 +40,27 @@ type capture struct {
 	call   *providers.Call
 	tr     providers.Translator
 	hold   bool // buffer successes too (non-stream with a deadline)
-	// keep asks for a copy of a successful answer as it goes to the
-	// client (for a stream: its OpenAI SSE transcript), for the cache.
-	keep bool
+	// store, when set, receives a successful answer for the cache just
+	// before its last bytes reach the client, so the client's next
+	// identical request finds it: a held body before it is written, a
+	// stream's SSE transcript before its data: [DONE].
+	store  func(body []byte, stream bool)
+	stored bool
 
-	header  http.Header
-	status  int
-	mode    captureMode
-	buf     bytes.Buffer
-	sse     *sseFilter
-	conv    providers.StreamConverter
-	usage   *providers.Usage
-	// tee copies a passed-through JSON body (for usage, and the cache),
-	// or a stream's OpenAI events when keep is set; teeFull says it
-	// outgrew teeMax and is incomplete.
+	header http.Header
+	status int
+	mode   captureMode
+	buf    bytes.Buffer
+	sse    *sseFilter
+	conv   providers.StreamConverter
+	usage  *providers.Usage
+	// tee copies a passed-through JSON body (for usage), or a stream's
+	// OpenAI events when store is set; teeFull says it outgrew teeMax and
+	// is incomplete.
 	tee     *bytes.Buffer
 	teeMax  int
 	teeFull bool
-	onStart func()        // called when the first byte is committed
+	onStart func() // called when the first byte is committed
 	commit  func(status int, h http.Header)
 
 	committed bool
@@ -83,7 +86,7 @@ func (c *capture) WriteHeader(status int) {
 		h.Set("Cache-Control", "no-cache")
 		c.doCommit()
 		fw := flushWriter{w: c.client}
-		if c.keep {
+		if c.store != nil {
 			c.startTee(cache.MaxEntrySize)
 			fw.tee = c
 		}
@@ -95,17 +98,15 @@ func (c *capture) WriteHeader(status int) {
 		if c.call.Stream && isEventStream(c.header) {
 			c.sse = &sseFilter{w: c.client, dropUsage: c.call.UsageAdded}
 			c.header.Del("Content-Length")
-			if c.keep {
+			if c.store != nil {
 				// The upstream's events, before the usage chunk the
 				// client did not ask for is dropped: the cached answer
 				// keeps its usage.
 				c.startTee(cache.MaxEntrySize)
+				c.sse.onDone = c.storeStream
 			}
 		} else if c.call.Op != providers.OpProxy && isJSON(c.header) {
 			c.startTee(maxErrorBody)
-			if c.keep {
-				c.teeMax = cache.MaxEntrySize
-			}
 		}
 		c.doCommit()
 	}
@@ -113,6 +114,15 @@ func (c *capture) WriteHeader(status int) {
 
 func (c *capture) startTee(limit int) {
 	c.tee, c.teeMax = new(bytes.Buffer), limit
+}
+
+// storeStream hands the complete stream transcript to store, once.
+func (c *capture) storeStream() {
+	if c.stored || c.teeFull {
+		return
+	}
+	c.stored = true
+	c.store(c.tee.Bytes(), true)
 }
 
 // teeWrite copies p into the tee, or marks it incomplete.
@@ -191,7 +201,8 @@ func (c *capture) finish() error {
 }
 
 // flushWriter flushes each write through to the client, so a converted
-// stream's events are not held back; tee, when set, gets a copy.
+// stream's events are not held back; tee, when set, gets a copy and
+// stores the stream when its end is about to be written.
 type flushWriter struct {
 	w   http.ResponseWriter
 	tee *capture
@@ -200,6 +211,9 @@ type flushWriter struct {
 func (f flushWriter) Write(p []byte) (int, error) {
 	if f.tee != nil {
 		f.tee.teeWrite(p)
+		if bytes.Contains(p, sseDoneEvent) {
+			f.tee.storeStream()
+		}
 	}
 	n, err := f.w.Write(p)
 	if err == nil {

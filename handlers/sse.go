@@ -10,9 +10,10 @@ import (
 )
 
 var (
-	sseData = []byte("data:")
-	sseDone = []byte("[DONE]")
-	sseSep  = []byte("\n\n")
+	sseData      = []byte("data:")
+	sseDone      = []byte("[DONE]")
+	sseDoneEvent = []byte("data: [DONE]")
+	sseSep       = []byte("\n\n")
 )
 
 // sseFilter passes an OpenAI-format event stream through event by event,
@@ -27,6 +28,8 @@ type sseFilter struct {
 	sawAny     bool
 	usage      *providers.Usage
 	writeError error
+	// onDone, when set, runs as [DONE] is seen, before it is written.
+	onDone func()
 }
 
 func (f *sseFilter) Write(p []byte) (int, error) {
@@ -97,6 +100,9 @@ func (f *sseFilter) keep(ev []byte) bool {
 	payload := bytes.TrimSpace(ev[i+len(sseData):])
 	if bytes.Equal(payload, sseDone) {
 		f.sawDone = true
+		if f.onDone != nil {
+			f.onDone()
+		}
 		return true
 	}
 	if !bytes.Contains(payload, []byte(`"usage"`)) {

@@ -196,11 +196,13 @@ func getAdmin(t testing.TB, path string) (int, string) {
 }
 
 // loadFresh is loadSite followed by settleReload: use it in tests that
-// send requests right after a reload.
+// send requests right after a reload. The test's pooled connections are
+// dropped when it ends, so the next test's reload cannot race them.
 func loadFresh(t testing.TB, s site) {
 	t.Helper()
 	loadSite(t, s)
 	settleReload()
+	t.Cleanup(http.DefaultTransport.(*http.Transport).CloseIdleConnections)
 }
 
 // settleReload waits for the previous config's listener to close and

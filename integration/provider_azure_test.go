@@ -13,7 +13,7 @@ import (
 // resource and its deployments list.
 func azureSite(t *testing.T, up *fakeAzure) {
 	t.Helper()
-	loadSite(t, site{LLM: fmt.Sprintf(`virtual_key azure-test {
+	loadFresh(t, site{LLM: fmt.Sprintf(`virtual_key azure-test {
 			provider azure-openai
 			api_key %s
 			resource_name contoso
@@ -27,7 +27,7 @@ func azureSite(t *testing.T, up *fakeAzure) {
 func TestAzureChat(t *testing.T) {
 	up := newFakeAzure(t)
 	azureSite(t, up)
-	client := gwClient("x-gateway-virtual-key", "azure-test")
+	client := newClient("x-gateway-virtual-key", "azure-test")
 	resp, err := client.Chat.Completions.New(context.Background(), chatParams("gpt-4o-mini"))
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +53,7 @@ func TestAzureChat(t *testing.T) {
 func TestAzureChatStream(t *testing.T) {
 	up := newFakeAzure(t)
 	azureSite(t, up)
-	client := gwClient("x-gateway-virtual-key", "azure-test")
+	client := newClient("x-gateway-virtual-key", "azure-test")
 	for _, includeUsage := range []bool{false, true} {
 		t.Run(fmt.Sprint("include_usage=", includeUsage), func(t *testing.T) {
 			truncateLog()
@@ -92,7 +92,7 @@ func TestAzureChatStream(t *testing.T) {
 func TestAzureEmbeddings(t *testing.T) {
 	up := newFakeAzure(t)
 	azureSite(t, up)
-	client := gwClient("x-gateway-virtual-key", "azure-test")
+	client := newClient("x-gateway-virtual-key", "azure-test")
 	resp, err := client.Embeddings.New(context.Background(), openai.EmbeddingNewParams{
 		Model: "text-embedding-3-small",
 		Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("hello")},
@@ -113,7 +113,7 @@ func TestAzureEmbeddings(t *testing.T) {
 // model-name header.
 func TestAzureHeaders(t *testing.T) {
 	up := newFakeAzure(t)
-	loadSite(t, site{})
+	loadFresh(t, site{})
 	tests := []struct {
 		name, key  string
 		wantHeader string // header carrying the credential upstream
@@ -124,7 +124,7 @@ func TestAzureHeaders(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			client := gwClient(
+			client := newClient(
 				"Authorization", "Bearer "+tt.key,
 				"x-gateway-provider", "azure-openai",
 				"x-gateway-custom-host", up.URL,
@@ -155,9 +155,9 @@ func TestAzureHeaders(t *testing.T) {
 
 func TestAzureV1API(t *testing.T) {
 	up := newFakeAzure(t)
-	loadSite(t, site{})
+	loadFresh(t, site{})
 	cfg := fmt.Sprintf(`{"provider":"azure-openai","api_key":%q,"resource_name":"contoso","api_version":"v1","custom_host":%q}`, azureKey, up.URL)
-	client := gwClient("x-gateway-config", cfg)
+	client := newClient("x-gateway-config", cfg)
 	if _, err := client.Chat.Completions.New(context.Background(), chatParams("dep-mini")); err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestAzureErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			client := gwClient(tt.headers...)
+			client := newClient(tt.headers...)
 			_, err := client.Chat.Completions.New(context.Background(), chatParams("gpt-4o"))
 			var apiErr *openai.Error
 			if !asOpenAIError(err, &apiErr) || apiErr.StatusCode != tt.wantStatus {
@@ -210,7 +210,7 @@ func TestAzureErrors(t *testing.T) {
 
 func TestAzureAI(t *testing.T) {
 	up := newFakeAzure(t)
-	loadSite(t, site{})
+	loadFresh(t, site{})
 	tests := []struct {
 		name, cfg      string
 		wantQuery      string
@@ -223,7 +223,7 @@ func TestAzureAI(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			client := gwClient("x-gateway-config", fmt.Sprintf(tt.cfg, azureKey, up.URL))
+			client := newClient("x-gateway-config", fmt.Sprintf(tt.cfg, azureKey, up.URL))
 			resp, err := client.Chat.Completions.New(context.Background(), chatParams("Llama-3-8B"))
 			if err != nil {
 				t.Fatal(err)

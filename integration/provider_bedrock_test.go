@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 )
 
@@ -17,7 +16,7 @@ import (
 // the right secret, the wrong secret, and a Bedrock API key.
 func bedrockSite(t *testing.T, up *fakeBedrock) {
 	t.Helper()
-	loadSite(t, site{LLM: fmt.Sprintf(`virtual_key bedrock-test {
+	loadFresh(t, site{LLM: fmt.Sprintf(`virtual_key bedrock-test {
 			provider bedrock
 			clouda_access_key_id %[1]s
 			clouda_secret_access_key %[2]s
@@ -39,29 +38,10 @@ func bedrockSite(t *testing.T, up *fakeBedrock) {
 
 const bedrockModel = "anthropic.claude-3-5-haiku-20241022-v1:0"
 
-// gwClient is newClient that retries requests failing to connect. Caddy
-// stops the previous config's servers asynchronously, and with
-// SO_REUSEPORT their listener on the same port keeps taking connections
-// for a moment after loadSite returns, which are then reset. (Harness fix:
-// a fresh httpPort per load.) Only connection errors, 408, 409, 429 and
-// 5xx are retried, none of which these tests expect.
-func gwClient(headers ...string) openai.Client {
-	opts := []option.RequestOption{
-		option.WithBaseURL(gatewayURL() + "/"),
-		option.WithAPIKey("sk-test-provider"),
-		option.WithHeader("x-gateway-api-key", gatewayKey),
-		option.WithMaxRetries(3),
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		opts = append(opts, option.WithHeader(headers[i], headers[i+1]))
-	}
-	return openai.NewClient(opts...)
-}
-
 func TestBedrockChat(t *testing.T) {
 	up := newFakeBedrock(t)
 	bedrockSite(t, up)
-	client := gwClient("x-gateway-virtual-key", "bedrock-test")
+	client := newClient("x-gateway-virtual-key", "bedrock-test")
 	resp, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
 		Model: bedrockModel,
 		Messages: []openai.ChatCompletionMessageParamUnion{
@@ -115,7 +95,7 @@ func TestBedrockChat(t *testing.T) {
 func TestBedrockChatToolCall(t *testing.T) {
 	up := newFakeBedrock(t)
 	bedrockSite(t, up)
-	client := gwClient("x-gateway-virtual-key", "bedrock-test")
+	client := newClient("x-gateway-virtual-key", "bedrock-test")
 	params := bedrockToolParams("What's the weather in Paris?")
 	resp, err := client.Chat.Completions.New(context.Background(), params)
 	if err != nil {
@@ -146,7 +126,7 @@ func bedrockToolParams(text string) openai.ChatCompletionNewParams {
 func TestBedrockChatARNModel(t *testing.T) {
 	up := newFakeBedrock(t)
 	bedrockSite(t, up)
-	client := gwClient("x-gateway-virtual-key", "bedrock-test")
+	client := newClient("x-gateway-virtual-key", "bedrock-test")
 	arn := "arn:aws:bedrock:us-west-2:123456789012:inference-profile/us.anthropic.claude-3-7-sonnet-20250219-v1:0"
 	if _, err := client.Chat.Completions.New(context.Background(), chatParams(arn)); err != nil {
 		t.Fatal(err)
@@ -160,7 +140,7 @@ func TestBedrockChatARNModel(t *testing.T) {
 func TestBedrockStream(t *testing.T) {
 	up := newFakeBedrock(t)
 	bedrockSite(t, up)
-	client := gwClient("x-gateway-virtual-key", "bedrock-test")
+	client := newClient("x-gateway-virtual-key", "bedrock-test")
 	for _, includeUsage := range []bool{true, false} {
 		t.Run(fmt.Sprint("include_usage=", includeUsage), func(t *testing.T) {
 			truncateLog()
@@ -209,7 +189,7 @@ func TestBedrockStream(t *testing.T) {
 func TestBedrockStreamToolCalls(t *testing.T) {
 	up := newFakeBedrock(t)
 	bedrockSite(t, up)
-	client := gwClient("x-gateway-virtual-key", "bedrock-test")
+	client := newClient("x-gateway-virtual-key", "bedrock-test")
 	stream := client.Chat.Completions.NewStreaming(context.Background(), bedrockToolParams("weather in Paris and Rome?"))
 	var acc openai.ChatCompletionAccumulator
 	for stream.Next() {
@@ -235,7 +215,7 @@ func TestBedrockStreamToolCalls(t *testing.T) {
 func TestBedrockStreamException(t *testing.T) {
 	up := newFakeBedrock(t)
 	bedrockSite(t, up)
-	client := gwClient("x-gateway-virtual-key", "bedrock-test")
+	client := newClient("x-gateway-virtual-key", "bedrock-test")
 	params := chatParams(bedrockModel)
 	params.Messages = []openai.ChatCompletionMessageParamUnion{openai.UserMessage("please throttle")}
 	stream := client.Chat.Completions.NewStreaming(context.Background(), params)
@@ -257,7 +237,7 @@ func TestBedrockStreamException(t *testing.T) {
 func TestBedrockEmbeddings(t *testing.T) {
 	up := newFakeBedrock(t)
 	bedrockSite(t, up)
-	client := gwClient("x-gateway-virtual-key", "bedrock-test")
+	client := newClient("x-gateway-virtual-key", "bedrock-test")
 	ctx := context.Background()
 
 	resp, err := client.Embeddings.New(ctx, openai.EmbeddingNewParams{
@@ -298,7 +278,7 @@ func TestBedrockEmbeddings(t *testing.T) {
 func TestBedrockSignatureRejected(t *testing.T) {
 	up := newFakeBedrock(t)
 	bedrockSite(t, up)
-	client := gwClient("x-gateway-virtual-key", "bedrock-wrong-secret")
+	client := newClient("x-gateway-virtual-key", "bedrock-wrong-secret")
 	_, err := client.Chat.Completions.New(context.Background(), chatParams(bedrockModel))
 	var apiErr *openai.Error
 	if !asOpenAIError(err, &apiErr) || apiErr.StatusCode != http.StatusForbidden {
@@ -315,8 +295,8 @@ func TestBedrockSignatureRejected(t *testing.T) {
 func TestBedrockHeadersWithSessionToken(t *testing.T) {
 	up := newFakeBedrock(t)
 	up.sessionToken = "FwoGZXIvYXdzEBYaDTestSessionToken"
-	loadSite(t, site{})
-	client := gwClient(
+	loadFresh(t, site{})
+	client := newClient(
 		"x-gateway-provider", "bedrock",
 		"x-gateway-custom-host", up.URL,
 		"x-gateway-clouda-access-key-id", bedrockAKID,
@@ -351,7 +331,7 @@ func TestBedrockConfigAndAPIKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			client := gwClient(tt.headers...)
+			client := newClient(tt.headers...)
 			if _, err := client.Chat.Completions.New(context.Background(), chatParams(bedrockModel)); err != nil {
 				t.Fatal(err)
 			}
@@ -365,7 +345,7 @@ func TestBedrockConfigAndAPIKey(t *testing.T) {
 func TestBedrockErrors(t *testing.T) {
 	up := newFakeBedrock(t)
 	bedrockSite(t, up)
-	client := gwClient("x-gateway-virtual-key", "bedrock-test")
+	client := newClient("x-gateway-virtual-key", "bedrock-test")
 	_, err := client.Chat.Completions.New(context.Background(), chatParams("bad-model"))
 	var apiErr *openai.Error
 	if !asOpenAIError(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest ||

@@ -47,7 +47,7 @@ func TestClusterRateLimit(t *testing.T) {
 	for _, n := range []int{50, 100, 200, 400, 800} {
 		run := fmt.Sprintf(`{"run":"n%d"}`, n) // a counter of its own per level
 		before := up.count()
-		codes := fire(t, bases, up.URL, n, "x-gateway-metadata", run)
+		codes, bodies := fire(t, bases, up.URL, n, "x-gateway-metadata", run)
 		got := countStatuses(codes)
 		perInstance := [2]int{}
 		for i, c := range codes {
@@ -56,7 +56,7 @@ func TestClusterRateLimit(t *testing.T) {
 			}
 		}
 		if got[200] != k || got[429] != n-k || up.count()-before != k {
-			t.Fatalf("%d concurrent requests over 2 instances, limit %d: %v (the provider saw %d)", n, k, got, up.count()-before)
+			t.Fatalf("%d concurrent requests over 2 instances, limit %d: %v (the provider saw %d); first answer: %s", n, k, got, up.count()-before, bodies[0])
 		}
 		if perInstance[0] == 0 || perInstance[1] == 0 {
 			t.Logf("n=%d: all admissions on one instance %v", n, perInstance)

@@ -39,7 +39,9 @@ func TestRateLimitPerKey(t *testing.T) {
 		if resp.StatusCode != 429 || h.Get("x-gateway-error") != "true" || h.Get("x-ratelimit-remaining-requests") != "0" {
 			t.Fatalf("third request: %d %v %s", resp.StatusCode, h, raw)
 		}
-		var env struct{ Error struct{ Type, Code, Message string } }
+		var env struct {
+			Error struct{ Type, Code, Message string }
+		}
 		_ = json.Unmarshal(raw, &env)
 		if env.Error.Type != "rate_limit_exceeded" || !strings.Contains(env.Error.Message, `"two a minute"`) {
 			t.Fatalf("429 body %s", raw)
@@ -177,7 +179,7 @@ func TestRateLimitCaddyfilePolicy(t *testing.T) {
 // only where llm_ratelimit is.
 func TestRateLimitRouteWithoutDirective(t *testing.T) {
 	up := newFakeOpenAI(t)
-	dir := t.TempDir()
+	dir := storageDir(t)
 	loadRL(t, rlSite{Storage: dir})
 	createPolicy(t, gatewayKey, `{"type":"requests","unit":"rpm","value":1,"conditions":[{"key":"api_key","value":"*"}],"group_by":[{"key":"api_key"}]}`)
 	loadRL(t, rlSite{Storage: dir, NoLimiter: true})
@@ -189,10 +191,11 @@ func TestRateLimitRouteWithoutDirective(t *testing.T) {
 }
 
 // fire sends n concurrent chat requests, all released at once, through
-// the gateways in bases (round robin), and returns their status codes.
-func fire(t *testing.T, bases []string, upURL string, n int, headers ...string) []int {
+// the gateways in bases (round robin), and returns their status codes and
+// bodies.
+func fire(t *testing.T, bases []string, upURL string, n int, headers ...string) ([]int, []string) {
 	t.Helper()
-	codes := make([]int, n)
+	codes, bodies := make([]int, n), make([]string, n)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := 0; i < n; i++ {
@@ -200,13 +203,13 @@ func fire(t *testing.T, bases []string, upURL string, n int, headers ...string) 
 		go func(i int) {
 			defer wg.Done()
 			<-start
-			resp, _ := rlChat(t, bases[i%len(bases)], gatewayKey, upURL, "", headers...)
-			codes[i] = resp.StatusCode
+			resp, raw := rlChat(t, bases[i%len(bases)], gatewayKey, upURL, "", headers...)
+			codes[i], bodies[i] = resp.StatusCode, string(raw)
 		}(i)
 	}
 	close(start)
 	wg.Wait()
-	return codes
+	return codes, bodies
 }
 
 // TestRateLimitConcurrent checks that N parallel requests against a limit
@@ -223,7 +226,8 @@ func TestRateLimitConcurrent(t *testing.T) {
 			up := newFakeOpenAI(t)
 			loadRL(t, s)
 			createPolicy(t, gatewayKey, fmt.Sprintf(`{"type":"requests","unit":"rph","value":%d,"conditions":[{"key":"api_key","value":"test"}],"group_by":[{"key":"api_key"}]}`, k))
-			got := countStatuses(fire(t, []string{gatewayURL()}, up.URL, n))
+			codes, _ := fire(t, []string{gatewayURL()}, up.URL, n)
+			got := countStatuses(codes)
 			if got[200] != k || got[429] != n-k {
 				t.Fatalf("%d parallel requests against a limit of %d: %v", n, k, got)
 			}

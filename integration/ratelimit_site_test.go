@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -105,7 +110,7 @@ func (s rlSite) caddyfile() string {
 func loadRL(t *testing.T, s rlSite) {
 	t.Helper()
 	if s.Storage == "" {
-		s.Storage = t.TempDir()
+		s.Storage = storageDir(t)
 	}
 	cfg, err := adapt(s.caddyfile())
 	if err != nil {
@@ -118,6 +123,19 @@ func loadRL(t *testing.T, s rlSite) {
 	if err := caddy.Load(cfg, true); err != nil {
 		t.Fatalf("loading: %v\n%s", err, s.caddyfile())
 	}
+}
+
+// storageDir returns a new directory for Caddy's storage. It lives in the
+// harness's directory, removed when the process ends, not at the end of
+// the test: Caddy keeps running (and may write to its storage) until the
+// next test loads another config.
+func storageDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(filepath.Dir(logPath), "storage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // redisBlock is the llm app's redis option for the test database.
@@ -197,23 +215,38 @@ func rawDo(t testing.TB, base, method, path string, body []byte, headers ...stri
 var rlClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 0}, Timeout: 60 * time.Second}
 
 func tryDo(base, method, path string, body []byte, headers ...string) (*http.Response, []byte, error) {
-	req, err := http.NewRequest(method, base+path, bytes.NewReader(body))
-	if err != nil {
-		return nil, nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := rlClient.Do(req)
-	if err != nil {
-		return nil, nil, err
+	var resp *http.Response
+	for attempt := 0; ; attempt++ {
+		req, err := http.NewRequest(method, base+path, bytes.NewReader(body))
+		if err != nil {
+			return nil, nil, err
+		}
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		resp, err = rlClient.Do(req)
+		// Caddy's Load returns once the old server's shutdown has started,
+		// not finished, so a connection made just after a reload may land
+		// in the old listener's accept queue and be reset (on dial, or as
+		// EOF on the first write). Such a request never reached a handler,
+		// so it is safe to repeat.
+		var op *net.OpError
+		dropped := errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || (errors.As(err, &op) && op.Op == "dial")
+		if err != nil && dropped && attempt < 5 {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		break
 	}
 	defer resp.Body.Close()
 	var buf bytes.Buffer
-	_, err = buf.ReadFrom(resp.Body)
+	_, err := buf.ReadFrom(resp.Body)
 	return resp, buf.Bytes(), err
 }
 
@@ -263,10 +296,4 @@ func countStatuses(codes []int) map[int]int {
 		out[c]++
 	}
 	return out
-}
-
-// jsonQuote quotes s as a JSON string.
-func jsonQuote(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
 }

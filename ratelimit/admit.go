@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
@@ -97,7 +98,7 @@ type request struct {
 	routeDone bool
 	mdDone    bool
 	bodyDone  bool
-	body     []byte
+	body      []byte
 	// size is the body's size in bytes, known even when the body was too
 	// large to read (from Content-Length or what was read).
 	size int64
@@ -120,20 +121,33 @@ const maxCandidates = 8
 // In the no-match case it reads no body and allocates nothing.
 func (h *Handler) admit(r *http.Request) (*verdict, error) {
 	ctx := r.Context()
-	active, err := h.ctl.Policies().Active(ctx)
-	if err != nil {
-		// Only the first load of a store can fail here (later failures
-		// keep the previous set), so the set is unknown.
-		if ctx.Err() != nil {
-			return nil, err
+	var active []*policies.Policy
+	if h.st.storeLoaded.Load() || !h.st.storeDown.failFast() {
+		var err error
+		if active, err = h.ctl.Policies().Active(ctx); err == nil {
+			h.st.storeLoaded.Store(true)
+		} else {
+			// Only the first load of a store can fail (later failures
+			// keep the previous set), so the set is unknown.
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			h.st.storeDown.failed()
+			h.logFailure("rate-limit policy store unavailable", err)
+			if h.ctl.FailClosed() {
+				return nil, errUnavailable
+			}
+			active = nil
 		}
-		h.logFailure("rate-limit policy store unavailable", err)
-		if h.ctl.FailClosed() {
-			return nil, errUnavailable
-		}
-		active = nil
+	} else if h.ctl.FailClosed() {
+		return nil, errUnavailable
 	}
 	if len(active) == 0 && len(h.static) == 0 {
+		return nil, nil
+	}
+	if controlplane.Owns(r.URL.Path) {
+		// The management APIs are never limited: a policy must not lock
+		// its administrators out of the API that lifts it.
 		return nil, nil
 	}
 	key, _ := ingress.Get(r.Header, ingress.APIKey)
@@ -381,6 +395,10 @@ func (h *Handler) consume(ctx context.Context, q *request, cands []*policies.Pol
 			// settlement charges what it really used.
 			cost = min(estimate, limit)
 		}
+		if h.st.down.failFast() {
+			h.refund(ctx, v.grants)
+			return h.failMode()
+		}
 		g := grant{policy: p, key: p.GroupKey(&q.attrs), cost: cost, at: time.Now()}
 		d, err := lim.Admit(ctx, g.key, limit, p.Window(), cost)
 		if err != nil {
@@ -388,12 +406,11 @@ func (h *Handler) consume(ctx context.Context, q *request, cands []*policies.Pol
 			if ctx.Err() != nil {
 				return nil, err
 			}
+			h.st.down.failed()
 			h.logFailure("rate limiter unavailable", err)
-			if h.ctl.FailClosed() {
-				return nil, errUnavailable
-			}
-			return nil, nil
+			return h.failMode()
 		}
+		h.st.down.ok()
 		g.dec = d
 		if !d.Allowed {
 			h.refund(ctx, v.grants)
@@ -404,6 +421,15 @@ func (h *Handler) consume(ctx context.Context, q *request, cands []*policies.Pol
 		v.grants = append(v.grants, g)
 	}
 	return v, nil
+}
+
+// failMode is the outcome of a request the limiter cannot decide: 503
+// when failing closed, admission without limits when failing open.
+func (h *Handler) failMode() (*verdict, error) {
+	if h.ctl.FailClosed() {
+		return nil, errUnavailable
+	}
+	return nil, nil
 }
 
 // refund gives back what grants consumed, because the request they
@@ -423,6 +449,7 @@ func (h *Handler) refund(ctx context.Context, grants []grant) {
 			continue
 		}
 		if err := lim.Adjust(ctx, g.key, p.Limit(), p.Window(), delta); err != nil {
+			h.st.down.failed()
 			h.logFailure("rate limiter refund failed", err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
@@ -181,18 +182,30 @@ func TestStaticPolicies(t *testing.T) {
 			t.Fatalf("%s second: %+v", key, v)
 		}
 	}
-	if StaticID("global") == StaticID("other") || StaticID("global") != StaticID("global") {
-		t.Fatal("static ids are not name-based")
+	// Name-based (SHA-1) UUIDs: the same on every instance and reload.
+	if id := StaticID("global"); id == StaticID("other") || id[14] != '5' {
+		t.Fatalf("static id %s is not a name-based UUID", id)
 	}
 }
 
-// TestFailMode checks fail-open and fail-closed on a broken limiter.
+// TestFailMode checks fail-open and fail-closed on a broken limiter, and
+// that while it is down only the first request waits for it.
 func TestFailMode(t *testing.T) {
 	for _, closed := range []bool{false, true} {
 		ctl := newControl()
-		ctl.limiter, ctl.failClosed = failingLimiter{}, closed
+		calls := new(atomic.Int64)
+		ctl.limiter, ctl.failClosed = failingLimiter{calls}, closed
 		addPolicy(t, ctl, policies.TypeRequests, policies.UnitRPM, 10, cond("api_key", "*"), "api_key")
 		h := newHandler(t, ctl)
+		for i := 0; i < 3; i++ {
+			if v, err := h.admit(newRequest("key-alice", []byte(chatBody))); v != nil || (err != nil) != closed {
+				t.Fatalf("closed=%v: %+v %v", closed, v, err)
+			}
+		}
+		if calls.Load() != 1 {
+			t.Fatalf("the broken limiter was called %d times for 3 requests, want 1", calls.Load())
+		}
+		h.st.down.ok()
 		w := httptest.NewRecorder()
 		next := &nextHandler{}
 		if err := h.ServeHTTP(w, newRequest("key-alice", []byte(chatBody)), next); err != nil {

@@ -34,7 +34,7 @@ func TestFormatReset(t *testing.T) {
 
 func TestRetryHeaders(t *testing.T) {
 	tests := []struct {
-		wait                   time.Duration
+		wait                  time.Duration
 		secs, ms, shouldRetry string
 	}{
 		{0, "1", "1", ""},
@@ -166,5 +166,30 @@ func TestIsJSON(t *testing.T) {
 	}
 	if strings.ToLower("X") != lower("X") || lower("abc") != "abc" {
 		t.Error("lower")
+	}
+}
+
+func TestOutage(t *testing.T) {
+	var o outage
+	if o.failFast() {
+		t.Fatal("a healthy backend fails fast")
+	}
+	o.failed()
+	for i := 0; i < 2; i++ {
+		if !o.failFast() {
+			t.Fatal("an open breaker lets calls through")
+		}
+	}
+	// The open period is over: exactly one caller probes.
+	o.until.Store(time.Now().Add(-time.Millisecond).UnixNano())
+	if o.failFast() {
+		t.Fatal("no probe after the open period")
+	}
+	if !o.failFast() {
+		t.Fatal("a second caller probes too")
+	}
+	o.ok()
+	if o.failFast() {
+		t.Fatal("a closed breaker fails fast")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,7 +74,7 @@ func newControl() *fakeControl {
 // Caddyfile policies.
 func newHandler(tb testing.TB, ctl control, static ...*StaticPolicy) *Handler {
 	tb.Helper()
-	h := &Handler{Policies: static, MaxRequestBody: DefaultMaxRequestBody, ctl: ctl, logger: zap.NewNop(), failLog: new(throttle)}
+	h := &Handler{Policies: static, MaxRequestBody: DefaultMaxRequestBody, ctl: ctl, logger: zap.NewNop(), st: new(state)}
 	var err error
 	if h.static, err = buildStatic(static); err != nil {
 		tb.Fatal(err)
@@ -133,15 +134,21 @@ func remaining(tb testing.TB, lim policies.Limiter, p *policies.Policy, key stri
 }
 
 // failingLimiter fails every call, as a Redis limiter does when Redis is
-// down.
-type failingLimiter struct{}
+// down, and counts the calls.
+type failingLimiter struct{ calls *atomic.Int64 }
 
 var errDown = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
 
-func (failingLimiter) Admit(context.Context, string, int64, time.Duration, int64) (policies.Decision, error) {
+func (f failingLimiter) Admit(context.Context, string, int64, time.Duration, int64) (policies.Decision, error) {
+	if f.calls != nil {
+		f.calls.Add(1)
+	}
 	return policies.Decision{}, errDown
 }
-func (failingLimiter) Adjust(context.Context, string, int64, time.Duration, int64) error {
+func (f failingLimiter) Adjust(context.Context, string, int64, time.Duration, int64) error {
+	if f.calls != nil {
+		f.calls.Add(1)
+	}
 	return errDown
 }
 

@@ -16,8 +16,6 @@ package ratelimit
 
 import (
 	"fmt"
-	"sync/atomic"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
@@ -58,10 +56,9 @@ type Handler struct {
 	ctl    control
 	static []*policies.Policy
 	logger *zap.Logger
-	// Failures of the limiter or the store are logged at most once per
-	// logEvery, with the count of those suppressed meanwhile, so a Redis
-	// outage does not flood the log with one line per request.
-	failLog *throttle
+	// st is the state shared by the handler's requests, behind a pointer
+	// so the handler value, which Caddy copies, holds no atomics.
+	st *state
 }
 
 // StaticPolicy is a policy declared in the Caddyfile. Its id is a name-based
@@ -118,7 +115,7 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 // records the matcher and the limiter use.
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
-	h.failLog = new(throttle)
+	h.st = new(state)
 	if h.MaxRequestBody <= 0 {
 		h.MaxRequestBody = DefaultMaxRequestBody
 	}
@@ -198,42 +195,6 @@ type appControl struct{ *app.App }
 // store that cannot be read keeps serving its last policy set.
 func (a appControl) FailClosed() bool {
 	return a.RedisClient() != nil && !a.RedisFailOpen()
-}
-
-// logEvery is the minimum interval between two failure log lines.
-const logEvery = 10 * time.Second
-
-// throttle lets one event through per interval and counts the others.
-type throttle struct {
-	next       atomic.Int64
-	suppressed atomic.Int64
-}
-
-// allow reports whether an event at now may be logged, and how many were
-// suppressed since the last one that was.
-func (t *throttle) allow(now time.Time, every time.Duration) (bool, int64) {
-	n := t.next.Load()
-	if now.UnixNano() < n || !t.next.CompareAndSwap(n, now.Add(every).UnixNano()) {
-		t.suppressed.Add(1)
-		return false, 0
-	}
-	return true, t.suppressed.Swap(0)
-}
-
-// logFailure logs a limiter or store failure, at most once per logEvery.
-// err comes from the store or Redis client and never holds a gateway key.
-func (h *Handler) logFailure(msg string, err error) {
-	if h.logger == nil || h.failLog == nil {
-		return
-	}
-	ok, suppressed := h.failLog.allow(time.Now(), logEvery)
-	if !ok {
-		return
-	}
-	h.logger.Error(msg,
-		zap.Error(err),
-		zap.Bool("fail_open", !h.ctl.FailClosed()),
-		zap.Int64("suppressed_since_last", suppressed))
 }
 
 // Interface guards.

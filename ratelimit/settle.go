@@ -103,6 +103,7 @@ func (h *Handler) settle(ctx context.Context, lim policies.Limiter, grants []gra
 			continue
 		}
 		if err := lim.Adjust(ctx, g.key, p.Limit(), p.Window(), delta); err != nil {
+			h.st.down.failed()
 			h.logFailure("rate limiter settlement failed", err)
 		}
 	}

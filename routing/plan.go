@@ -30,24 +30,25 @@ type Node struct {
 	Weight   float64
 	Children []*Node
 	Target   *Target // set on a leaf only
-	// CB is the circuit breaker setting in force at this node.
-	CB *CBConfig
 }
 
 // Target is one leaf: everything an attempt needs, with inheritance from
 // its ancestors already applied.
 type Target struct {
-	Path                   string
-	Name                   string
-	Settings               providers.Settings
-	VirtualKey             string
-	PromptID               string
-	RequestTimeoutMS       int64
-	ForwardHeaders         []string
-	OverrideParams         map[string]json.RawMessage
-	Retry                  *Retry
-	Cache                  *Cache
-	CB                     *CBConfig
+	Path             string
+	Name             string
+	Settings         providers.Settings
+	VirtualKey       string
+	PromptID         string
+	RequestTimeoutMS int64
+	ForwardHeaders   []string
+	OverrideParams   map[string]json.RawMessage
+	Retry            *Retry
+	Cache            *Cache
+	CB               *CBConfig
+	// OnStatusCodes is the target's own on_status_codes. Routing ignores
+	// it, as the reference gateway does: fallback reads the parent's
+	// strategy.on_status_codes, retries retry.on_status_codes.
 	OnStatusCodes          []int
 	StrictOpenAICompliance *bool
 	BeforeRequestHooks     []json.RawMessage
@@ -163,7 +164,7 @@ func build(c *Config, path string, parent *inherited, plan *Plan) *Node {
 		in.afterHooks = hooks
 	}
 
-	n := &Node{Path: path, Name: c.Name, Weight: 1, CB: in.cb}
+	n := &Node{Path: path, Name: c.Name, Weight: 1}
 	if c.Weight != nil {
 		n.Weight = *c.Weight
 	}

@@ -3,11 +3,13 @@ package routing
 import (
 	"context"
 	"math/rand/v2"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 )
 
 const (
@@ -344,4 +346,35 @@ func TestLoadBalanceAllZeroIsBadRequest(t *testing.T) {
 	if !ok || e.Status != 400 || !strings.Contains(e.Message, "weight above 0") {
 		t.Fatalf("want a 400 about weights, got %v", err)
 	}
+}
+
+// BenchmarkRunFallbackHop measures the router's own cost for a request
+// whose first target fails and whose second answers.
+func BenchmarkRunFallbackHop(b *testing.B) {
+	h := http.Header{}
+	h.Set("x-gateway-config", twoTargets(`{"mode":"fallback"}`))
+	in, _ := ingress.Parse(h)
+	p, err := Resolve(in, testResolver, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rt := NewRouter()
+	ex := benchExecutor{}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := rt.Run(context.Background(), p, &Request{}, ex); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+type benchExecutor struct{}
+
+func (benchExecutor) Cached(context.Context, *Target) (Outcome, bool) { return Outcome{}, false }
+
+func (benchExecutor) Attempt(_ context.Context, t *Target, _ int) Outcome {
+	if t.Path == t0 {
+		return Outcome{Status: 503}
+	}
+	return Outcome{Status: 200, Committed: true}
 }

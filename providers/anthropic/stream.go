@@ -30,7 +30,8 @@ type stream struct {
 	tools    []int
 	nextTool int
 	finished bool // the finish chunk was written
-	complete bool // message_stop (or the end after message_delta)
+	complete bool // message_stop was seen
+	closed   bool
 	err      error
 }
 
@@ -55,16 +56,21 @@ func (s *stream) Write(p []byte) (int, error) {
 
 // Close implements providers.StreamConverter.
 func (s *stream) Close() error {
+	if s.closed {
+		return s.err
+	}
+	s.closed = true
 	if s.err == nil && !s.complete {
 		s.dec.End(s.event)
 	}
-	if s.err == nil && !s.complete {
-		if s.finished {
-			s.end()
-		} else {
-			s.err = errors.New("stream ended before message_stop")
-			s.out.Error(oaiwire.Truncated(s.provider))
-		}
+	switch {
+	case s.err != nil:
+	case s.complete || s.finished:
+		// A stream that ended after message_delta lost only message_stop.
+		s.end()
+	default:
+		s.err = errors.New("stream ended before message_stop")
+		s.out.Error(oaiwire.Truncated(s.provider))
 	}
 	if err := s.out.Flush(s.w); err != nil {
 		return err
@@ -86,7 +92,6 @@ func (s *stream) fail(msg, typ string) {
 }
 
 func (s *stream) end() {
-	s.complete = true
 	if s.sawUsage {
 		s.out.Usage(nil, s.usage.openai())
 	} else {
@@ -123,7 +128,10 @@ func (s *stream) event(_, data []byte) bool {
 			s.finished = true
 			s.out.Finish(0, "stop")
 		}
-		s.end()
+		// The usage chunk and [DONE] wait for Close: a client that sees
+		// [DONE] hangs up, and it must not do so while the gateway is
+		// still reading the upstream body.
+		s.complete = true
 		return false
 	case "error":
 		msg := r.Get("error.message").String()

@@ -56,13 +56,17 @@ func TestOpenAIPrepare(t *testing.T) {
 			wantURL: "https://contoso.openai.azure.com/openai/deployments/gpt4o-prod/embeddings?api-version=2024-10-21&x=1",
 		},
 		{
-			name:    "audio transcription is deployment scoped",
-			call:    func(c *providers.Call) { c.Op, c.Path, c.Body = providers.OpTranscriptions, "/audio/transcriptions", []byte("--b\r\n") },
+			name: "audio transcription is deployment scoped",
+			call: func(c *providers.Call) {
+				c.Op, c.Path, c.Body = providers.OpTranscriptions, "/audio/transcriptions", []byte("--b\r\n")
+			},
 			wantURL: "https://contoso.openai.azure.com/openai/deployments/gpt4o-prod/audio/transcriptions?api-version=2024-10-21",
 		},
 		{
-			name:    "files pass through per resource",
-			call:    func(c *providers.Call) { c.Op, c.Method, c.Path, c.Body = providers.OpProxy, "GET", "/files/file-1", nil },
+			name: "files pass through per resource",
+			call: func(c *providers.Call) {
+				c.Op, c.Method, c.Path, c.Body = providers.OpProxy, "GET", "/files/file-1", nil
+			},
 			wantURL: "https://contoso.openai.azure.com/openai/files/file-1?api-version=2024-10-21",
 		},
 		{
@@ -89,9 +93,12 @@ func TestOpenAIPrepare(t *testing.T) {
 			wantURL:  "https://contoso.openai.azure.com/openai/v1/chat/completions?api-version=preview",
 		},
 		{
-			name:     "v1 API with an alias sends the deployment as model",
-			call:     func(c *providers.Call) { c.Model = "gpt-4o-mini" },
-			settings: func(s *providers.Settings) { s.DeploymentID = ""; s.Deployments = []providers.Deployment{{DeploymentID: "dep-mini", Alias: "gpt-4o-mini", APIVersion: "v1"}} },
+			name: "v1 API with an alias sends the deployment as model",
+			call: func(c *providers.Call) { c.Model = "gpt-4o-mini" },
+			settings: func(s *providers.Settings) {
+				s.DeploymentID = ""
+				s.Deployments = []providers.Deployment{{DeploymentID: "dep-mini", Alias: "gpt-4o-mini", APIVersion: "v1"}}
+			},
 			wantURL:  "https://contoso.openai.azure.com/openai/v1/chat/completions",
 			wantBody: `{"model":"dep-mini","messages":[{"role":"user","content":"hi"}]}`,
 		},
@@ -107,8 +114,10 @@ func TestOpenAIPrepare(t *testing.T) {
 			wantURL:  "http://127.0.0.1:9000/azure/openai/deployments/gpt4o-prod/chat/completions?api-version=2024-10-21",
 		},
 		{
-			name:      "streams ask for usage on recent versions",
-			call:      func(c *providers.Call) { c.Stream, c.Body = true, []byte(`{"model":"gpt-4o","stream":true,"messages":[]}`) },
+			name: "streams ask for usage on recent versions",
+			call: func(c *providers.Call) {
+				c.Stream, c.Body = true, []byte(`{"model":"gpt-4o","stream":true,"messages":[]}`)
+			},
 			wantURL:   "https://contoso.openai.azure.com/openai/deployments/gpt4o-prod/chat/completions?api-version=2024-10-21",
 			wantBody:  `{"model":"gpt-4o","stream":true,"messages":[],"stream_options":{"include_usage":true}}`,
 			wantUsage: true,

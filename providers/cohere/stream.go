@@ -28,6 +28,7 @@ type stream struct {
 	nextTool int
 	lastTool int
 	complete bool
+	closed   bool
 	err      error
 }
 
@@ -51,10 +52,23 @@ func (s *stream) Write(p []byte) (int, error) {
 
 // Close implements providers.StreamConverter.
 func (s *stream) Close() error {
+	if s.closed {
+		return s.err
+	}
+	s.closed = true
 	if s.err == nil && !s.complete {
 		s.dec.End(s.event)
 	}
-	if s.err == nil && !s.complete {
+	switch {
+	case s.err != nil:
+	case s.complete:
+		if s.sawUsage {
+			s.out.Usage(s.usage.gateway(), nil)
+		} else {
+			s.out.Usage(&providers.Usage{}, nil)
+		}
+		s.out.Done()
+	default:
 		s.err = errors.New("stream ended before message-end")
 		s.out.Error(oaiwire.Truncated(Slug))
 	}
@@ -170,11 +184,7 @@ func (s *stream) end(d gjson.Result) bool {
 	}
 	s.complete = true
 	s.out.Finish(0, FinishReason(fr))
-	if s.sawUsage {
-		s.out.Usage(s.usage.gateway(), nil)
-	} else {
-		s.out.Usage(&providers.Usage{}, nil)
-	}
-	s.out.Done()
+	// The usage chunk and [DONE] wait for Close, so the client does not
+	// hang up while the gateway still reads the upstream body.
 	return false
 }

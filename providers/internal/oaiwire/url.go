@@ -1,6 +1,7 @@
 package oaiwire
 
 import (
+	"net/http"
 	"net/url"
 	"strings"
 
@@ -28,11 +29,11 @@ func Base(customHost, def, defPath string) (string, error) {
 
 // MissingKey is the 401 for a target without credentials.
 func MissingKey(provider, how string) *apierror.Error {
-	return apierror.Newf(401, apierror.TypeAuthentication,
+	return apierror.Newf(http.StatusUnauthorized, apierror.TypeAuthentication,
 		"no credentials for provider %q: %s", provider, how).WithCode("missing_provider_key")
 }
 
 // Unsupported is the 400 for an endpoint a provider does not offer.
 func Unsupported(provider, what string) *apierror.Error {
-	return apierror.Newf(400, apierror.TypeInvalidRequest, "%s is not supported by provider %q", what, provider).WithCode("unsupported_endpoint")
+	return apierror.Newf(http.StatusBadRequest, apierror.TypeInvalidRequest, "%s is not supported by provider %q", what, provider).WithCode("unsupported_endpoint")
 }
