@@ -123,7 +123,7 @@ func (x *exchange) send(ctx context.Context, t *routing.Target) routing.Outcome 
 		}
 		return routing.Outcome{Status: c.status, Committed: true, Cause: routing.CauseStreamFailed}
 	case c.committed:
-		return x.finishCommitted(t, c)
+		return x.finishCommitted(c)
 	case expired:
 		return x.fail(apierror.Newf(http.StatusRequestTimeout, apierror.TypeTimeout,
 			"request to %s timed out after %d ms", t.Settings.Provider, t.RequestTimeoutMS).WithCode("request_timeout"), routing.CauseTimeout)
@@ -152,7 +152,7 @@ func (x *exchange) send(ctx context.Context, t *routing.Target) routing.Outcome 
 
 // finishCommitted completes an answer that was streamed or passed through
 // to the client.
-func (x *exchange) finishCommitted(t *routing.Target, c *capture) routing.Outcome {
+func (x *exchange) finishCommitted(c *capture) routing.Outcome {
 	o := routing.Outcome{Status: c.status, Committed: true}
 	if ferr := c.finish(); ferr != nil {
 		x.entry.Error = "translating stream: " + ferr.Error()

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"strconv"
@@ -117,6 +118,10 @@ func (x *exchange) store(t *routing.Target, status int, body []byte, stream bool
 		}
 	} else if !gjson.ValidBytes(body) {
 		return
+	} else {
+		// Exactly sized, so the cache's byte accounting is true; the
+		// held buffer may be twice as large.
+		body = bytes.Clone(body)
 	}
 	x.g.cache.Set(x.storeKey, status, body, cache.MaxAge(t.Cache))
 }

@@ -15,7 +15,8 @@ import (
 type captureMode uint8
 
 const (
-	modeUndecided captureMode = iota
+	// The zero value: no status yet.
+	_ captureMode = iota
 	// modePass streams the response to the client as it arrives.
 	modePass
 	// modeBuffer holds an error response that may be retried or replaced

@@ -37,9 +37,8 @@ func vertexClient(t testing.TB, up *fakeServer, sa json.RawMessage) openai.Clien
 // allowLoopbackTokens lets service accounts name the test's loopback
 // token endpoint; production allows only Google's.
 func allowLoopbackTokens(t testing.TB) {
-	old := vertex.TokenURLAllowed
-	vertex.TokenURLAllowed = func(u *url.URL) bool { return u.Hostname() == "127.0.0.1" }
-	t.Cleanup(func() { vertex.TokenURLAllowed = old })
+	old := vertex.SetTokenURLPolicy(func(u *url.URL) bool { return u.Hostname() == "127.0.0.1" })
+	t.Cleanup(func() { vertex.SetTokenURLPolicy(old) })
 }
 
 func TestVertexServiceAccountChat(t *testing.T) {

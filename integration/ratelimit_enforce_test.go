@@ -287,3 +287,52 @@ func TestRateLimitRedisUnreachable(t *testing.T) {
 		})
 	}
 }
+
+// TestRateLimitHeadersOverProvider checks that the gateway's x-ratelimit-*
+// headers win over a provider's of the same name, on JSON and streamed
+// answers, and that streams still flush event by event through the
+// limiter.
+func TestRateLimitHeadersOverProvider(t *testing.T) {
+	up := newFakeOpenAI(t)
+	gate := make(chan struct{})
+	up.Hook = func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+		w.Header().Set("X-Ratelimit-Limit-Requests", "5000")
+		w.Header().Set("X-Ratelimit-Limit-Tokens", "90000")
+		if strings.Contains(string(body), `"stream":true`) {
+			writeChatStream(w, "m", []string{"a", "b"}, true, gate)
+			return true
+		}
+		return false
+	}
+	loadRL(t, rlSite{})
+	createPolicy(t, gatewayKey, `{"type":"requests","unit":"rpm","value":7,"conditions":[{"key":"api_key","value":"*"}],"group_by":[{"key":"api_key"}]}`)
+
+	resp, raw := rlChat(t, gatewayURL(), gatewayKey, up.URL, "")
+	if resp.StatusCode != 200 || strings.Join(resp.Header.Values("X-Ratelimit-Limit-Requests"), ",") != "7" ||
+		resp.Header.Get("X-Ratelimit-Limit-Tokens") != "90000" {
+		t.Fatalf("JSON answer: %d %v %s", resp.StatusCode, resp.Header, raw)
+	}
+
+	req, _ := http.NewRequest(http.MethodPost, gatewayURL()+"/chat/completions",
+		strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	for k, v := range map[string]string{"x-gateway-api-key": gatewayKey, "x-gateway-provider": "openai", "x-gateway-custom-host": up.URL,
+		"Authorization": "Bearer sk-test-provider", "Content-Type": "application/json"} {
+		req.Header.Set(k, v)
+	}
+	sresp, err := rlClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sresp.Body.Close()
+	if got := strings.Join(sresp.Header.Values("X-Ratelimit-Limit-Requests"), ","); got != "7" || sresp.Header.Get("X-Ratelimit-Remaining-Requests") != "5" {
+		t.Fatalf("stream headers %v", sresp.Header)
+	}
+	// The provider is blocked on the gate after its first event: reading
+	// it proves the event was flushed through the limiter's writer.
+	buf := make([]byte, 4096)
+	n, err := sresp.Body.Read(buf)
+	if err != nil || !strings.Contains(string(buf[:n]), `"content":"a"`) {
+		t.Fatalf("first event: %q %v", buf[:n], err)
+	}
+	close(gate)
+}

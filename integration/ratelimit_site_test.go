@@ -4,15 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -117,12 +113,13 @@ func loadRL(t *testing.T, s rlSite) {
 		t.Fatalf("adapting: %v\n%s", err, s.caddyfile())
 	}
 	truncateLog()
-	// Connections to the previous config's server are closed by the
-	// reload; a POST on one of them would fail with EOF.
-	rlClient.CloseIdleConnections()
 	if err := caddy.Load(cfg, true); err != nil {
 		t.Fatalf("loading: %v\n%s", err, s.caddyfile())
 	}
+	// Wait for the previous server's listener to close, and drop pooled
+	// connections to it: a request on either would be reset.
+	settleReload()
+	rlClient.CloseIdleConnections()
 }
 
 // storageDir returns a new directory for Caddy's storage. It lives in the
@@ -215,38 +212,23 @@ func rawDo(t testing.TB, base, method, path string, body []byte, headers ...stri
 var rlClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 0}, Timeout: 60 * time.Second}
 
 func tryDo(base, method, path string, body []byte, headers ...string) (*http.Response, []byte, error) {
-	var resp *http.Response
-	for attempt := 0; ; attempt++ {
-		req, err := http.NewRequest(method, base+path, bytes.NewReader(body))
-		if err != nil {
-			return nil, nil, err
-		}
-		if body != nil {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		for i := 0; i+1 < len(headers); i += 2 {
-			req.Header.Set(headers[i], headers[i+1])
-		}
-		resp, err = rlClient.Do(req)
-		// Caddy's Load returns once the old server's shutdown has started,
-		// not finished, so a connection made just after a reload may land
-		// in the old listener's accept queue and be reset (on dial, or as
-		// EOF on the first write). Such a request never reached a handler,
-		// so it is safe to repeat.
-		var op *net.OpError
-		dropped := errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || (errors.As(err, &op) && op.Op == "dial")
-		if err != nil && dropped && attempt < 5 {
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		break
+	req, err := http.NewRequest(method, base+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := rlClient.Do(req)
+	if err != nil {
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
 	var buf bytes.Buffer
-	_, err := buf.ReadFrom(resp.Body)
+	_, err = buf.ReadFrom(resp.Body)
 	return resp, buf.Bytes(), err
 }
 

@@ -68,7 +68,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return nil
 	}
 	h.registerSettlement(r, v.grants)
-	return next.ServeHTTP(w, r)
+	return next.ServeHTTP(newHeaderWriter(w, v), r)
 }
 
 // reject answers 429 for the policy that refused.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/google/uuid"
@@ -343,11 +342,6 @@ func caller(w http.ResponseWriter, r *http.Request) *controlplane.Caller {
 // so ids cannot be probed across workspaces.
 func lookup(r *http.Request, c *controlplane.Caller) (*policies.Policy, error) {
 	id := r.PathValue("id")
-	if id == "" {
-		// controlplane.Serve dispatches with ServeMux.Handler, which does
-		// not fill path values; the id is the last path segment.
-		id = strings.TrimPrefix(r.URL.Path, apiCollection+"/")
-	}
 	if len(id) != 36 || uuid.Validate(id) != nil {
 		return nil, &policies.FieldError{Field: pathParam, Message: "must be a UUID"}
 	}

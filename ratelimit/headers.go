@@ -1,10 +1,13 @@
 package ratelimit
 
 import (
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 )
@@ -132,4 +135,54 @@ func unitWord(unit string) string {
 		return "day"
 	}
 	return unit
+}
+
+// headerWriter sets the x-ratelimit-* headers again when the response
+// starts. llm_gateway copies the provider's response headers onto the same
+// map, and a provider such as OpenAI sends x-ratelimit-* of its own, which
+// would otherwise replace the gateway's. Names the gateway does not set
+// (the other type's, when only one type matched) pass through.
+type headerWriter struct {
+	*caddyhttp.ResponseWriterWrapper
+	v       *verdict
+	applied bool
+}
+
+func newHeaderWriter(w http.ResponseWriter, v *verdict) *headerWriter {
+	return &headerWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, v: v}
+}
+
+func (w *headerWriter) apply() {
+	if !w.applied {
+		w.applied = true
+		setHeaders(w.Header(), w.v)
+	}
+}
+
+// WriteHeader implements http.ResponseWriter.
+func (w *headerWriter) WriteHeader(code int) {
+	if code >= 200 {
+		w.apply()
+	}
+	w.ResponseWriterWrapper.WriteHeader(code)
+}
+
+// Write implements http.ResponseWriter.
+func (w *headerWriter) Write(b []byte) (int, error) {
+	w.apply()
+	return w.ResponseWriterWrapper.Write(b)
+}
+
+// ReadFrom implements io.ReaderFrom, which would otherwise start the
+// response on the wrapped writer without the headers.
+func (w *headerWriter) ReadFrom(r io.Reader) (int64, error) {
+	w.apply()
+	return w.ResponseWriterWrapper.ReadFrom(r)
+}
+
+// FlushError lets http.ResponseController flush streamed answers, and
+// starts the response with the headers if it has not started.
+func (w *headerWriter) FlushError() error {
+	w.apply()
+	return http.NewResponseController(w.ResponseWriterWrapper.ResponseWriter).Flush()
 }

@@ -129,7 +129,6 @@ var (
 	ok200       = Outcome{Status: 200}
 	fail500     = Outcome{Status: 500}
 	fail503     = Outcome{Status: 503}
-	fail429     = Outcome{Status: 429}
 	fail400     = Outcome{Status: 400}
 	timeout408  = Outcome{Status: 408, Cause: CauseTimeout}
 	unreachable = Outcome{Status: 502, Cause: CauseUnreachable}

@@ -123,3 +123,14 @@ func TestStreamEvents(t *testing.T) {
 		})
 	}
 }
+
+func TestStreamUsageCumulative(t *testing.T) {
+	in := "data: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"usage\":{\"input_tokens\":50,\"cache_read_input_tokens\":7,\"output_tokens\":1}}}\n\n" +
+		"data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"input_tokens\":0,\"output_tokens\":12}}\n\n" +
+		"data: {\"type\":\"message_stop\"}\n\n"
+	_, u, err := goldentest.RunStream(Chat{Provider: Slug}, &providers.Call{Stream: true}, []byte(in), 0)
+	want := providers.Usage{PromptTokens: 57, CompletionTokens: 12, TotalTokens: 69, CachedTokens: 7}
+	if err != nil || *u != want {
+		t.Fatalf("usage %+v err %v", u, err)
+	}
+}

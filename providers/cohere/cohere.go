@@ -107,6 +107,7 @@ func buildEmbed(body []byte) ([]byte, error) {
 // embeddings translates v2 embed answers (embeddings.float).
 type embeddings struct{}
 
+// Response implements providers.Translator.
 func (embeddings) Response(c *providers.Call, body []byte) ([]byte, *providers.Usage, error) {
 	var r struct {
 		Embeddings struct {
@@ -126,10 +127,13 @@ func (embeddings) Response(c *providers.Call, body []byte) ([]byte, *providers.U
 	return oaiwire.EmbeddingList(c.Model, r.Embeddings.Float, b64, u), u, nil
 }
 
+// Error implements providers.Translator.
 func (embeddings) Error(c *providers.Call, status int, body []byte) []byte {
 	return chat{}.Error(c, status, body)
 }
 
+// Stream implements providers.Translator; embeddings never stream, so
+// it is not called.
 func (embeddings) Stream(c *providers.Call, w io.Writer) providers.StreamConverter {
 	return chat{}.Stream(c, w)
 }

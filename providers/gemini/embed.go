@@ -59,6 +59,7 @@ func buildEmbedRequest(body []byte, model string) ([]byte, error) {
 // reports no token counts for embeddings, so usage is zero.
 type embeddings struct{}
 
+// Response implements providers.Translator.
 func (embeddings) Response(c *providers.Call, body []byte) ([]byte, *providers.Usage, error) {
 	var r struct {
 		Embeddings []struct {
@@ -76,10 +77,13 @@ func (embeddings) Response(c *providers.Call, body []byte) ([]byte, *providers.U
 	return oaiwire.EmbeddingList(c.Model, vecs, b64, nil), nil, nil
 }
 
+// Error implements providers.Translator.
 func (embeddings) Error(c *providers.Call, status int, body []byte) []byte {
 	return Chat{Provider: Slug}.Error(c, status, body)
 }
 
+// Stream implements providers.Translator; embeddings never stream, so
+// it is not called.
 func (embeddings) Stream(c *providers.Call, w io.Writer) providers.StreamConverter {
 	return Chat{Provider: Slug}.Stream(c, w)
 }

@@ -28,6 +28,7 @@ type stream struct {
 	calls    int   // function calls so far, for generated ids
 	tools    []int // per choice: function calls sent
 	finished bool  // some candidate sent its finishReason
+	started  bool  // the chunk id and model are fixed
 	done     bool
 	err      error
 	scratch  []byte
@@ -42,7 +43,7 @@ func newStream(provider string, c *providers.Call, w io.Writer) *stream {
 func (s *stream) Write(p []byte) (int, error) {
 	if s.err == nil && !s.done {
 		if err := s.dec.Feed(p, s.event); err != nil {
-			s.fail(err.Error(), "")
+			s.fail(err.Error(), nil)
 		}
 	}
 	if err := s.out.Flush(s.w); err != nil {
@@ -108,7 +109,10 @@ func (s *stream) event(_, data []byte) bool {
 		s.fail(msg, code)
 		return false
 	}
-	s.out.Init(r.Get("responseId").Str, r.Get("modelVersion").Str)
+	if !s.started {
+		s.started = true
+		s.out.Init(r.Get("responseId").Str, r.Get("modelVersion").Str)
+	}
 	if u := r.Get("usageMetadata"); u.IsObject() {
 		s.readUsage(u)
 	}

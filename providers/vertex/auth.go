@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -34,16 +35,36 @@ const (
 	tokenTimeout = 30 * time.Second
 )
 
-// TokenURLAllowed reports whether a service account's token_uri may be
-// called. The JSON may come from a client's inline config, so without
-// this check token_uri would let a client make the gateway POST to any
-// internal address. By default only Google's HTTPS endpoints are allowed;
-// tests, and operators with a private token endpoint, replace it (before
-// serving, as it is read without a lock).
-var TokenURLAllowed = func(u *url.URL) bool {
+// GoogleTokenURL is the default token_uri policy: only Google's HTTPS
+// token endpoints. The service account JSON may come from a client's
+// inline config, so without a policy token_uri would let a client make the
+// gateway POST to any internal address.
+func GoogleTokenURL(u *url.URL) bool {
 	host := u.Hostname()
 	return u.Scheme == "https" && (host == "oauth2.googleapis.com" || host == "accounts.google.com" ||
 		strings.HasSuffix(host, ".googleapis.com"))
+}
+
+var tokenURLPolicy atomic.Pointer[func(*url.URL) bool]
+
+// SetTokenURLPolicy replaces the check applied to a service account's
+// token_uri and returns the previous one. Tests use it to reach a fake
+// token endpoint; operators with a private token endpoint may too.
+func SetTokenURLPolicy(allow func(*url.URL) bool) (previous func(*url.URL) bool) {
+	if allow == nil {
+		allow = GoogleTokenURL
+	}
+	if old := tokenURLPolicy.Swap(&allow); old != nil {
+		return *old
+	}
+	return GoogleTokenURL
+}
+
+func tokenURLAllowed(u *url.URL) bool {
+	if p := tokenURLPolicy.Load(); p != nil {
+		return (*p)(u)
+	}
+	return GoogleTokenURL(u)
 }
 
 var tokenClient = &http.Client{Timeout: tokenTimeout}
@@ -70,6 +91,7 @@ type account struct {
 // caches too, but refreshes only seconds before expiry.)
 type fetcher struct{ cfg *jwt.Config }
 
+// Token implements oauth2.TokenSource.
 func (f fetcher) Token() (*oauth2.Token, error) {
 	ctx := context.WithValue(context.Background(), oauth2.HTTPClient, tokenClient)
 	return f.cfg.TokenSource(ctx).Token()
@@ -125,7 +147,7 @@ func newAccount(saJSON []byte) (*account, error) {
 		cfg.TokenURL = google.JWTTokenURL
 	}
 	u, err := url.Parse(cfg.TokenURL)
-	if err != nil || !TokenURLAllowed(u) {
+	if err != nil || !tokenURLAllowed(u) {
 		return nil, apierror.BadRequest("cloudc_service_account_json", "the service account's token_uri is not a Google token endpoint")
 	}
 	f := fetcher{cfg: cfg}

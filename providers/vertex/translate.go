@@ -28,14 +28,17 @@ func pick(c *providers.Call) providers.Translator {
 	return geminiChat
 }
 
+// Response implements providers.Translator.
 func (chat) Response(c *providers.Call, body []byte) ([]byte, *providers.Usage, error) {
 	return pick(c).Response(c, body)
 }
 
+// Error implements providers.Translator.
 func (chat) Error(c *providers.Call, status int, body []byte) []byte {
 	return pick(c).Error(c, status, body)
 }
 
+// Stream implements providers.Translator.
 func (chat) Stream(c *providers.Call, w io.Writer) providers.StreamConverter {
 	return pick(c).Stream(c, w)
 }
@@ -75,6 +78,7 @@ func buildPredict(body []byte) ([]byte, error) {
 // prediction's statistics.token_count.
 type embeddings struct{}
 
+// Response implements providers.Translator.
 func (embeddings) Response(c *providers.Call, body []byte) ([]byte, *providers.Usage, error) {
 	var r struct {
 		Predictions []struct {
@@ -100,10 +104,13 @@ func (embeddings) Response(c *providers.Call, body []byte) ([]byte, *providers.U
 	return oaiwire.EmbeddingList(c.Model, vecs, b64, u), u, nil
 }
 
+// Error implements providers.Translator.
 func (embeddings) Error(c *providers.Call, status int, body []byte) []byte {
 	return geminiChat.Error(c, status, body)
 }
 
+// Stream implements providers.Translator; embeddings never stream, so
+// it is not called.
 func (embeddings) Stream(c *providers.Call, w io.Writer) providers.StreamConverter {
 	return geminiChat.Stream(c, w)
 }

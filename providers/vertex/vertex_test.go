@@ -60,9 +60,8 @@ func tokenServer(t testing.TB, status int) (*httptest.Server, *atomic.Int32) {
 }
 
 func allowAnyTokenURL(t testing.TB) {
-	old := TokenURLAllowed
-	TokenURLAllowed = func(*url.URL) bool { return true }
-	t.Cleanup(func() { TokenURLAllowed = old })
+	old := SetTokenURLPolicy(func(*url.URL) bool { return true })
+	t.Cleanup(func() { SetTokenURLPolicy(old) })
 }
 
 func prepare(p *provider, c *providers.Call, s *providers.Settings) (*providers.Upstream, error) {
@@ -222,8 +221,8 @@ func TestDefaultTokenURLPolicy(t *testing.T) {
 		"http://oauth2.googleapis.com/token": false, "https://127.0.0.1/token": false, "https://googleapis.com.evil.io/": false,
 	} {
 		u, _ := url.Parse(raw)
-		if TokenURLAllowed(u) != ok {
-			t.Errorf("TokenURLAllowed(%s) != %v", raw, ok)
+		if tokenURLAllowed(u) != ok {
+			t.Errorf("tokenURLAllowed(%s) != %v", raw, ok)
 		}
 	}
 }

@@ -51,11 +51,6 @@ func (r *ChatRequest) MaxOutput() *int64 {
 	return r.MaxTokens
 }
 
-// IncludeUsage reports whether the client asked for a usage chunk.
-func (r *ChatRequest) IncludeUsage() bool {
-	return r.StreamOptions != nil && r.StreamOptions.IncludeUsage
-}
-
 // StreamOptions is OpenAI's stream_options.
 type StreamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
@@ -199,9 +194,6 @@ func (c *Content) JoinText() string {
 	}
 	return strings.Join(texts, "\n")
 }
-
-// Empty reports whether the content holds nothing.
-func (c *Content) Empty() bool { return c.Text == "" && len(c.Parts) == 0 }
 
 // Part is one content part. Besides OpenAI's text, image_url, file and
 // input_audio parts it carries Anthropic-style thinking blocks

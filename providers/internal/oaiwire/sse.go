@@ -41,19 +41,23 @@ func (d *Decoder) Feed(p []byte, fn Handler) error {
 	if d.stopped {
 		return nil
 	}
-	buf := p
+	buf, from := p, 0
 	if len(d.pending) > 0 {
+		// The pending bytes hold no newline: scan only what is new, so a
+		// long line arriving in small pieces costs linear time.
+		from = len(d.pending)
 		d.pending = append(d.pending, p...)
 		buf = d.pending
 	}
 	start := 0
 	for {
-		i := bytes.IndexByte(buf[start:], '\n')
+		i := bytes.IndexByte(buf[from:], '\n')
 		if i < 0 {
 			break
 		}
-		line := buf[start : start+i]
-		start += i + 1
+		line := buf[start : from+i]
+		start = from + i + 1
+		from = start
 		if !d.line(line, fn) {
 			d.stopped = true
 			d.pending = d.pending[:0]
