@@ -12,6 +12,8 @@ import (
 
 	// Provider families register themselves with the provider registry.
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/providers/all"
+	// llm_ratelimit registers itself and the rate-limit policy API.
+	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/ratelimit"
 	// Management APIs register their control-plane routes.
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/prompts/promptapi"
 	// The dynamic upstream source registers itself as a Caddy module.

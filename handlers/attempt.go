@@ -115,6 +115,18 @@ func (x *exchange) send(ctx context.Context, t *routing.Target) routing.Outcome 
 
 	switch {
 	case aborted && c.committed:
+		// Keep what the stream reported before it ended: usage is billed
+		// even when the connection broke after the answer.
+		if c.conv != nil {
+			x.entry.Usage = c.conv.Usage()
+		} else if c.sse != nil {
+			x.entry.Usage = c.sse.usage
+		}
+		if x.r.Context().Err() != nil {
+			// The client went away; there is no one to tell.
+			x.entry.Error = "client closed the connection mid-response"
+			return routing.Outcome{Status: c.status, Committed: true, Cause: routing.CauseClientGone}
+		}
 		// The upstream failed after bytes reached the client: end the
 		// stream with an error event rather than a silent truncation.
 		x.entry.Error = "upstream failed mid-response"

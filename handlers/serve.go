@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/google/uuid"
 	"github.com/tidwall/gjson"
+	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
@@ -19,6 +20,7 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/prompts"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 )
@@ -59,9 +61,21 @@ type exchange struct {
 	// (or a forced refresh) so a success is stored.
 	storeKey    string
 	storeTarget *routing.Target
-	// body is the request body with bodyTarget's override_params.
+	// body is the request body for bodyTarget: its prompt rendered and
+	// its override_params merged (or bodyErr, when rendering failed), and
+	// bodyPrompt the prompt it was rendered from.
 	bodyTarget *routing.Target
 	body       []byte
+	bodyErr    error
+	bodyPrompt promptUse
+
+	// varsBody is the client's body carrying the prompt variables, set
+	// when some target renders a prompt; basePrompt is the prompt a
+	// /v1/prompts/{id}/completions call named; usedPrompt is the one
+	// whose rendering the latest target sent, for the log.
+	varsBody   []byte
+	basePrompt promptUse
+	usedPrompt promptUse
 }
 
 // bufferedResponse is a held upstream answer (usually an error).
@@ -84,6 +98,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		x.setGatewayHeaders(w.Header())
 		apierror.Write(w, e)
 		x.entry.Status = e.Status
+	}
+	if p := x.usedPrompt; p.id != "" {
+		x.entry.Extra = append(x.entry.Extra, zap.String("prompt_id", p.id), zap.Int("prompt_version", p.version))
 	}
 	x.entry.Write(g.logger)
 	observe.RunDone(r, &x.entry)
@@ -132,6 +149,11 @@ func (x *exchange) serve() error {
 	if c.Body, err = x.readBody(); err != nil {
 		return err
 	}
+	// Prompt completions lie under the prompt API's prefix but are
+	// inference: they take the whole pipeline, not the control plane.
+	if ref, ok := prompts.CompletionsRef(r.URL.Path); ok && r.Method == http.MethodPost {
+		return x.servePromptCompletion(ref)
+	}
 	if controlplane.Owns(r.URL.Path) {
 		x.entry.Operation = "control"
 		rec := caddyhttp.NewResponseRecorder(x.w, nil, nil)
@@ -146,6 +168,15 @@ func (x *exchange) serve() error {
 	if x.plan, err = routing.Resolve(hdr, x.g.app, x.g.configs); err != nil {
 		return err
 	}
+	x.takeVariables()
+	return x.route(hdr)
+}
+
+// route runs the plan: the routing strategy and its attempts. hdr are the
+// headers the plan was built from, which for a prompt completion may
+// carry the prompt's saved virtual key rather than the client's.
+func (x *exchange) route(hdr *ingress.Headers) error {
+	r, c := x.r, &x.call
 	x.entry.ConfigID = x.plan.ConfigID
 	if hdr.VirtualKey != "" {
 		x.entry.VirtualKey = hdr.VirtualKey

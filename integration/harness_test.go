@@ -42,6 +42,10 @@ func TestMain(m *testing.M) {
 	}
 	logPath = filepath.Join(dir, "gateway.log")
 	os.Setenv("TEST_GATEWAY_KEY", gatewayKey)
+	// Caddy's default storage (policies, prompts) goes to a directory of
+	// this run, so no test sees records an earlier run left behind.
+	os.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
+	os.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
 	code := m.Run()
 	_ = caddy.Stop()
 	os.RemoveAll(dir)

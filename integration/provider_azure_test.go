@@ -82,7 +82,7 @@ func TestAzureChatStream(t *testing.T) {
 			if seen.Path != "/openai/deployments/dep-main/chat/completions" || !strings.Contains(string(seen.Body), `"include_usage":true`) {
 				t.Fatalf("upstream %s body %s", seen.Path, seen.Body)
 			}
-			if lines := gatewayLogLines(t); len(lines) != 1 || !strings.Contains(lines[0], `"total_tokens":12`) {
+			if lines := awaitLogLines(t, 1); len(lines) != 1 || !strings.Contains(lines[0], `"total_tokens":12`) {
 				t.Fatalf("log lacks the stream's usage: %v", lines)
 			}
 		})

@@ -178,12 +178,26 @@ func TestBedrockStream(t *testing.T) {
 			if !strings.HasSuffix(up.last().Path, "/converse-stream") || up.last().Header.Get("Accept") != "application/vnd.amazon.eventstream" {
 				t.Fatalf("upstream %s accept %q", up.last().Path, up.last().Header.Get("Accept"))
 			}
-			lines := gatewayLogLines(t)
+			lines := awaitLogLines(t, 1)
 			if len(lines) != 1 || !strings.Contains(lines[0], `"total_tokens":17`) {
 				t.Fatalf("log lacks the stream's usage: %v", lines)
 			}
 		})
 	}
+}
+
+// awaitLogLines returns the gateway's request log entries once there are
+// at least n: the entry is written after the response ends, which a
+// client that has read [DONE] can precede. The wait is bounded.
+func awaitLogLines(t *testing.T, n int) []string {
+	t.Helper()
+	var lines []string
+	for i := 0; i < 100; i++ {
+		if lines = gatewayLogLines(t); len(lines) >= n {
+			break
+		}
+	}
+	return lines
 }
 
 func TestBedrockStreamToolCalls(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-const validPolicy = `{"type":"requests","unit":"rpm","value":5,"name":"per key","conditions":[{"key":"workspace_id","value":"` + rlWS + `"}],"group_by":[{"key":"api_key"}]}`
+var validPolicy = `{"type":"requests","unit":"rpm","value":5,"name":"per key","conditions":[{"key":"workspace_id","value":"` + rlWS + `"}],"group_by":[{"key":"api_key"}]}`
 
 // TestPolicyAPICreateValidation checks that every violation of the create
 // body is a 400 naming the field, and that nothing is stored for it.

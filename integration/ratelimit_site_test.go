@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
 	// Registers llm_ratelimit and the policy API, until the root module
@@ -31,13 +32,19 @@ import (
 const (
 	rlSecondKey = "rl-second-key-0123456789"
 	rlOtherKey  = "rl-other-key-0123456789"
-	rlWS        = "5a1f0c3e-0d8b-4c61-9d0e-7f2a9b3c4d51"
-	rlOtherWS   = "6b2a1d4f-1e9c-4d72-8e1f-8a3b0c4d5e62"
-	rlOrg       = "7c3b2e5a-2f0d-4e83-9f2a-9b4c1d5e6f73"
 )
 
-// rlRedisDB is the only Redis database these tests use; they flush it
-// before and after each test that uses Redis.
+// The workspaces and the organisation are new in every test process, so
+// that test runs sharing a Redis never see each other's policies: a policy
+// applies only within its organisation, and cleanup removes exactly this
+// organisation's records and counters.
+var (
+	rlWS      = uuid.NewString()
+	rlOtherWS = uuid.NewString()
+	rlOrg     = uuid.NewString()
+)
+
+// rlRedisDB is the only Redis database these tests use.
 const rlRedisDB = 9
 
 // rlSite describes a rate-limit test Caddyfile.
@@ -156,8 +163,10 @@ var (
 	rlRedisProbeErr error
 )
 
-// requireRedis returns a client on the test database, flushed now and
-// when the test ends. Without Redis the test is skipped, unless
+// requireRedis returns a client on the test database and, when the test
+// ends, deletes this process's policies from the llm app's policy hash and
+// their counters (and nothing else, as other test processes may be using
+// the same database). Without Redis the test is skipped, unless
 // REQUIRE_REDIS=1 makes that a failure.
 func requireRedis(t *testing.T) *redis.Client {
 	t.Helper()
@@ -175,14 +184,41 @@ func requireRedis(t *testing.T) *redis.Client {
 		t.Skipf("skipping: Redis at %s is unreachable (%v); set REQUIRE_REDIS=1 to make this a failure", rlRedisAddr(), rlRedisProbeErr)
 	}
 	c := redis.NewClient(&redis.Options{Addr: rlRedisAddr(), DB: rlRedisDB})
-	if err := c.FlushDB(context.Background()).Err(); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		_ = c.FlushDB(context.Background()).Err()
+		cleanRedis(t, c)
 		_ = c.Close()
 	})
 	return c
+}
+
+// The llm app's Redis names: the policy hash and the counter prefix.
+const (
+	policyHash    = "llmgw:policies"
+	counterPrefix = "llmgw:rl:"
+)
+
+// cleanRedis deletes the policies of this process's organisation and
+// every counter of those policies.
+func cleanRedis(t *testing.T, c *redis.Client) {
+	ctx := context.Background()
+	all, err := c.HGetAll(ctx, policyHash).Result()
+	if err != nil {
+		t.Logf("cleaning Redis: %v", err)
+		return
+	}
+	for id, rec := range all {
+		var p struct {
+			OrganisationID string `json:"organisation_id"`
+		}
+		if json.Unmarshal([]byte(rec), &p) != nil || p.OrganisationID != rlOrg {
+			continue
+		}
+		c.HDel(ctx, policyHash, id)
+		iter := c.Scan(ctx, 0, counterPrefix+id+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			c.Del(ctx, iter.Val())
+		}
+	}
 }
 
 // rlChat is a chat completion with the given gateway key through the fake

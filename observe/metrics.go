@@ -26,7 +26,7 @@ var (
 	}, []string{"provider", "endpoint", "code"})
 	attemptsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "llm_gateway_attempts_total",
-		Help: "Upstream attempts, by provider and outcome (ok, provider_error, gateway_error, …).",
+		Help: "Attempts per target, by provider and outcome (ok, cache_hit, retry, fallback, breaker_open, timeout, unreachable, error, …).",
 	}, []string{"provider", "outcome"})
 	operationDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "gen_ai_client_operation_duration_seconds",

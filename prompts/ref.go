@@ -95,3 +95,21 @@ func Resolve(ctx context.Context, r *Registry, workspaceID, promptRef string) (*
 	}
 	return p, v, nil
 }
+
+// CompletionsRef reports whether path (with its /v1 prefix) is a prompt
+// completions call, POST /v1/prompts/{promptId}/completions, and returns
+// its promptId. The inference pipeline serves these, not the prompt API,
+// although they lie under the prompt API's path prefix; whatever else
+// skips /v1/prompts/* as control plane (rate-limit admission) should ask
+// this first.
+func CompletionsRef(path string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, "/v1/prompts/")
+	if !ok {
+		return "", false
+	}
+	ref, ok := strings.CutSuffix(rest, "/completions")
+	if !ok || ref == "" || strings.Contains(ref, "/") {
+		return "", false
+	}
+	return ref, true
+}

@@ -107,3 +107,20 @@ func testPrompt(t testing.TB, slug string, published int, contents ...string) *P
 	}
 	return p
 }
+
+func TestCompletionsRef(t *testing.T) {
+	for path, want := range map[string]string{
+		"/v1/prompts/greet/completions":        "greet",
+		"/v1/prompts/greet@latest/completions": "greet@latest",
+		"/v1/prompts//completions":             "",
+		"/v1/prompts/greet/render":             "",
+		"/v1/prompts/a/b/completions":          "",
+		"/v1/chat/completions":                 "",
+		"/v1/prompts/greet/completions/extra":  "",
+	} {
+		got, ok := CompletionsRef(path)
+		if got != want || ok != (want != "") {
+			t.Errorf("CompletionsRef(%q) = %q, %v; want %q", path, got, ok, want)
+		}
+	}
+}

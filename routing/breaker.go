@@ -44,7 +44,7 @@ type BreakerSet struct {
 	now    func() time.Time
 	logger *zap.Logger
 
-	mu        sync.Mutex
+	mu        sync.RWMutex
 	m         map[string]*breaker
 	nextSweep time.Time
 }
@@ -139,17 +139,22 @@ func (s *BreakerSet) State(t *Target) string {
 
 // Len returns the number of breakers held.
 func (s *BreakerSet) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	return len(s.m)
 }
 
 func (s *BreakerSet) get(t *Target, create bool) *breaker {
 	key := breakerKey(t)
+	s.mu.RLock()
+	b := s.m[key]
+	s.mu.RUnlock()
+	if b != nil || !create {
+		return b
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b := s.m[key]
-	if b == nil && create {
+	if b = s.m[key]; b == nil {
 		now := s.now()
 		s.sweep(now)
 		b = s.newBreaker(t)

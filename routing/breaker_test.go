@@ -1,7 +1,9 @@
 package routing
 
 import (
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -180,5 +182,32 @@ func TestBreakerIdleEviction(t *testing.T) {
 	report(s, cbTarget("new", cb3), Outcome{Status: 200, Committed: true})
 	if s.Len() != 2 || !s.Open(opened) {
 		t.Fatalf("after the sweep %d breakers remain (want the open one and the new one); open=%v", s.Len(), s.Open(opened))
+	}
+}
+
+// TestBreakerConcurrent gives the race detector concurrent use of shared
+// and distinct breakers.
+func TestBreakerConcurrent(t *testing.T) {
+	s := NewBreakerSet(time.Now, nil)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for j := range 300 {
+				tg := cbTarget("k"+strconv.Itoa((g+j)%5), cb3)
+				status := 200
+				if j%3 == 0 {
+					status = 500
+				}
+				if done, ok := s.Allow(tg); ok {
+					done(Outcome{Status: status, Committed: status == 200})
+				}
+				_ = s.Open(tg)
+				_ = s.State(tg)
+			}
+		})
+	}
+	wg.Wait()
+	if s.Len() != 5 {
+		t.Fatalf("%d breakers for 5 keys", s.Len())
 	}
 }

@@ -116,6 +116,20 @@ func Resolve(h *ingress.Headers, r Resolver, cache *ConfigCache) (*Plan, error) 
 			"no provider: set %s%s (with Authorization), %s%s or %s%s",
 			ingress.Prefix, ingress.Provider, ingress.Prefix, ingress.VirtualKey, ingress.Prefix, ingress.Config)
 	}
+	return finishPlan(cfg, plan, h, r)
+}
+
+// ResolveConfig builds the plan of a configuration the gateway holds
+// itself, such as a prompt version's provider settings, rather than one a
+// client sent. It skips the client schema, whose required-key groups would
+// refuse {"provider": …} alone: a prompt stores no credentials by design,
+// and the request's Authorization header supplies them. The headers refine
+// the leaves as in Resolve.
+func ResolveConfig(cfg *Config, h *ingress.Headers, r Resolver) (*Plan, error) {
+	return finishPlan(cfg, new(Plan), h, r)
+}
+
+func finishPlan(cfg *Config, plan *Plan, h *ingress.Headers, r Resolver) (*Plan, error) {
 	plan.Root = build(cfg, "config", &inherited{}, plan)
 	if err := validatePlan(plan.Root); err != nil {
 		return nil, err
