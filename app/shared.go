@@ -3,6 +3,7 @@ package app
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/certmagic"
@@ -54,6 +55,11 @@ func (a *App) provisionRedis() error {
 		Username: repl.ReplaceAll(a.Redis.Username, ""),
 		Password: repl.ReplaceAll(a.Redis.Password, ""),
 		DB:       a.Redis.DB,
+		// Fail fast when Redis is down: the rate limiter then applies its
+		// fail-open or fail-closed choice instead of stalling requests on
+		// go-redis's default redials.
+		DialTimeout: time.Second,
+		MaxRetries:  1,
 	}
 	// The key names no password: it identifies the target, not the secret.
 	key := opts.Addr + "|" + opts.Username + "|" + strconv.Itoa(opts.DB)

@@ -56,8 +56,14 @@ func (x *exchange) send(ctx context.Context, t *routing.Target) routing.Outcome 
 	x.last = nil
 	p, _ := providers.Lookup(t.Settings.Provider)
 	call := x.call
-	call.Body = x.bodyFor(t)
-	if len(t.OverrideParams) > 0 {
+	body, err := x.bodyFor(t)
+	if err != nil {
+		// A prompt that cannot be rendered fails this target, and is
+		// not retried: the next try would render the same.
+		return x.fail(apierror.As(err), routing.CauseLocal)
+	}
+	call.Body = body
+	if len(t.OverrideParams) > 0 || t.PromptID != "" {
 		call.Model = gjson.GetBytes(call.Body, "model").String()
 		call.Stream = gjson.GetBytes(call.Body, "stream").Bool()
 	}

@@ -41,13 +41,17 @@ func (x *exchange) Cached(_ context.Context, t *routing.Target) (routing.Outcome
 	if t.Cache == nil || x.g.cache == nil || !cacheable(x.r.Method, x.call.Op) {
 		return routing.Outcome{}, false
 	}
+	body, err := x.bodyFor(t)
+	if err != nil {
+		return routing.Outcome{}, false // the attempt reports it
+	}
 	key, err := cache.Key(cache.KeyParts{
 		Op:        string(x.call.Op),
 		Method:    x.call.Method,
 		Path:      x.call.Path,
 		Target:    t.Identity(),
 		Workspace: x.identity.WorkspaceID,
-		Body:      x.bodyFor(t),
+		Body:      body,
 		Namespace: x.hdr.CacheNamespace,
 		Metadata:  x.hdr.MetadataRaw,
 	})
@@ -77,7 +81,8 @@ func (x *exchange) serveCached(t *routing.Target, e *cache.Entry) bool {
 	body := e.Body
 	ct := "application/json"
 	if x.call.Stream {
-		includeUsage := gjson.GetBytes(x.bodyFor(t), "stream_options.include_usage").Bool()
+		req, _ := x.bodyFor(t)
+		includeUsage := gjson.GetBytes(req, "stream_options.include_usage").Bool()
 		sse, ok := cache.Synthesize(e.Body, includeUsage)
 		if !ok {
 			return false
@@ -126,17 +131,27 @@ func (x *exchange) store(t *routing.Target, status int, body []byte, stream bool
 	x.g.cache.Set(x.storeKey, status, body, cache.MaxAge(t.Cache))
 }
 
-// bodyFor returns the request body with t's override_params merged in
-// (shallowly, overriding the client's keys), computed once per target.
-func (x *exchange) bodyFor(t *routing.Target) []byte {
-	if len(t.OverrideParams) == 0 {
-		return x.call.Body
+// bodyFor returns the request body for t, computed once per target: the
+// prompt of t's prompt_id rendered with the client's variables (chat
+// completions only), and t's override_params merged in (shallowly,
+// overriding the client's keys). An error is a prompt that could not be
+// rendered: a client error for this target only.
+func (x *exchange) bodyFor(t *routing.Target) ([]byte, error) {
+	render := t.PromptID != "" && x.call.Op == providers.OpChat
+	if len(t.OverrideParams) == 0 && !render {
+		x.usedPrompt = x.basePrompt
+		return x.call.Body, nil
 	}
 	if x.bodyTarget != t {
-		x.bodyTarget, x.body = t, x.call.Body
-		if gjson.ValidBytes(x.call.Body) {
-			x.body = applyOverrides(x.call.Body, t.OverrideParams)
+		body, use, err := x.call.Body, x.basePrompt, error(nil)
+		if render {
+			body, use, err = x.renderTarget(t)
 		}
+		if err == nil && len(t.OverrideParams) > 0 && gjson.ValidBytes(body) {
+			body = applyOverrides(body, t.OverrideParams)
+		}
+		x.bodyTarget, x.body, x.bodyErr, x.bodyPrompt = t, body, err, use
 	}
-	return x.body
+	x.usedPrompt = x.bodyPrompt
+	return x.body, x.bodyErr
 }

@@ -86,6 +86,11 @@ func (p *Policy) Matches(a *Attributes) bool {
 	if p.OrganisationID != "" && a.OrganisationID != "" && p.OrganisationID != a.OrganisationID {
 		return false
 	}
+	// A policy belongs to its workspace: one workspace's limits never
+	// throttle another's keys, just as its keys cannot see the policy.
+	if p.WorkspaceID != "" && a.WorkspaceID != "" && p.WorkspaceID != a.WorkspaceID {
+		return false
+	}
 	for i := range p.Conditions {
 		c := &p.Conditions[i]
 		v, ok := a.Get(c.Key)

@@ -55,6 +55,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		if r.Context().Err() != nil {
 			return nil // the client left while we asked the limiter
 		}
+		// The breaker lets one request probe the limiter every second.
+		w.Header()[hdrRetryAfter] = []string{"1"}
 		apierror.Write(w, apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable,
 			"the rate limiter is unavailable; try again later").WithCode("rate_limiter_unavailable"))
 		return nil

@@ -213,7 +213,7 @@ func TestFailMode(t *testing.T) {
 		}
 		if closed {
 			if next.called || w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), `"type":"service_unavailable"`) ||
-				w.Header().Get("X-Gateway-Error") != "true" {
+				w.Header().Get("X-Gateway-Error") != "true" || w.Header().Get("Retry-After") != "1" {
 				t.Fatalf("fail closed: %d %s", w.Code, w.Body)
 			}
 		} else if !next.called || w.Header().Get(hdrLimitRequests) != "" {
@@ -280,6 +280,8 @@ func TestSettlement(t *testing.T) {
 		{name: "overshoot charged in full", entry: observe.Entry{Status: 200, Usage: &providers.Usage{PromptTokens: 400, CompletionTokens: 300, TotalTokens: 700}}, used: 700},
 		{name: "embeddings total", entry: observe.Entry{Status: 200, Usage: &providers.Usage{PromptTokens: 4, TotalTokens: 4}}, used: 4},
 		{name: "failure refunds", entry: observe.Entry{Status: 502}, used: 0},
+		{name: "gateway error refunds", entry: observe.Entry{Status: 400}, used: 0},
+		{name: "success without usage keeps the reservation", entry: observe.Entry{Status: 200}, used: -1},
 		{name: "cache hit is free", entry: observe.Entry{Status: 200, CacheState: "HIT", Usage: &providers.Usage{PromptTokens: 9, TotalTokens: 9}}, used: 0},
 	}
 	for _, tt := range tests {
@@ -299,8 +301,12 @@ func TestSettlement(t *testing.T) {
 			}
 			e := tt.entry
 			observe.RunDone(r, &e)
-			if got := remaining(t, ctl.limiter, tok, key); got != 1000-tt.used {
-				t.Fatalf("after settlement remaining %d, want %d", got, 1000-tt.used)
+			used := tt.used
+			if used < 0 {
+				used = reserved
+			}
+			if got := remaining(t, ctl.limiter, tok, key); got != 1000-used {
+				t.Fatalf("after settlement remaining %d, want %d", got, 1000-used)
 			}
 			if got := remaining(t, ctl.limiter, reqs, reqs.GroupKey(&policies.Attributes{APIKey: "alice"})); got != 9 {
 				t.Fatalf("requests policy remaining %d, want 9 (a request counts whatever its outcome)", got)

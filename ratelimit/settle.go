@@ -57,38 +57,50 @@ func estimateTokens(body []byte, size int64) int64 {
 	return min(prompt+out, maxEstimate)
 }
 
-// usedTokens is what a finished request is charged on token policies:
-// prompt plus completion tokens as the provider reported them (cached
-// prompt tokens included, reasoning tokens being part of completion
-// tokens), or the reported total when it is larger (embeddings report
-// only prompt and total). A response served from the gateway's cache used
-// no provider tokens and is charged nothing, like a failed request that
-// reported no usage.
-func usedTokens(e *observe.Entry) int64 {
-	if e == nil || e.Usage == nil {
-		return 0
+// usedTokens is what a finished request is charged on token policies, and
+// false when the outcome does not say:
+//
+//   - the provider's usage when it reported one: prompt plus completion
+//     tokens (cached prompt tokens included, reasoning tokens being part of
+//     completion tokens), or the reported total when it is larger
+//     (embeddings report only prompt and total);
+//   - nothing for an answer from the gateway's cache, which used no
+//     provider tokens, and for a failed request (not 2xx) without usage;
+//   - unknown (false) for a successful answer without usage (a provider
+//     that reports none, or a stream the client left before its usage
+//     chunk): the reservation is then kept as the charge, since tokens
+//     were spent but their number is not known.
+func usedTokens(e *observe.Entry) (int64, bool) {
+	if e == nil {
+		return 0, false
 	}
 	switch e.CacheState {
 	case "HIT", "SEMANTIC HIT":
-		return 0
+		return 0, true
+	}
+	if e.Usage == nil {
+		return 0, e.Status < 200 || e.Status > 299
 	}
 	u := e.Usage
 	used := max(u.PromptTokens, 0) + max(u.CompletionTokens, 0)
-	return min(max(used, u.TotalTokens), maxEstimate)
+	return min(max(used, u.TotalTokens), maxEstimate), true
 }
 
 // settleTimeout bounds the settlement's limiter calls, which run after the
 // answer was written but before the handler returns.
 const settleTimeout = 2 * time.Second
 
-// settle corrects each token reservation to the usage reported: usage
-// above the reservation is charged in full (an answer may overshoot; later
-// requests then wait), an unused part is refunded while the reservation is
-// still in its window (policies.SettleDelta). Requests policies are not
+// settle corrects each token reservation to the usage reported (see
+// usedTokens): usage above the reservation is charged in full (an answer
+// may overshoot; later requests then wait), an unused part is refunded
+// while the reservation is still in its window (policies.SettleDelta). Requests policies are not
 // settled: an admitted request counts whatever its outcome, a 5xx
 // included, because it did reach the gateway and possibly the provider.
 func (h *Handler) settle(ctx context.Context, lim policies.Limiter, grants []grant, e *observe.Entry) {
-	used := usedTokens(e)
+	used, known := usedTokens(e)
+	if !known {
+		return
+	}
 	now := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
