@@ -18,6 +18,7 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/prompts"
 )
 
 // grant is one policy's admission of a request.
@@ -147,9 +148,10 @@ func (h *Handler) admit(r *http.Request) (*verdict, error) {
 	if len(active) == 0 && len(h.static) == 0 {
 		return nil, nil
 	}
-	if controlplane.Owns(r.URL.Path) {
+	if _, completion := prompts.CompletionsRef(r.URL.Path); !completion && controlplane.Owns(r.URL.Path) {
 		// The management APIs are never limited: a policy must not lock
-		// its administrators out of the API that lifts it.
+		// its administrators out of the API that lifts it. Prompt
+		// completions are inference and are limited like chat.
 		return nil, nil
 	}
 	key, _ := ingress.Get(r.Header, ingress.APIKey)
