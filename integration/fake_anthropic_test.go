@@ -49,12 +49,6 @@ func (f *fakeServer) last() seenRequest {
 	return f.seen[len(f.seen)-1]
 }
 
-func (f *fakeServer) count() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.seen)
-}
-
 // fixture reads a provider package's testdata file.
 func fixture(t testing.TB, pkg, name string) []byte {
 	t.Helper()

@@ -120,6 +120,7 @@ func loadSite(t testing.TB, s site) {
 }
 
 func tryLoad(s site) error {
+	newHTTPPort()
 	cfg, err := adapt(s.caddyfile())
 	if err != nil {
 		return err
@@ -255,4 +256,14 @@ func logLineFor(t testing.TB, traceID string) string {
 	}
 	t.Fatalf("no log entry for trace %s", traceID)
 	return ""
+}
+
+// newHTTPPort moves the next config's site to a fresh port. Caddy binds
+// listeners with SO_REUSEPORT and closes the previous config's socket
+// only after Load returns, so a connection made right after a reload to
+// the same port can land on the closing socket and be reset; a new port
+// per load leaves the old server nothing but its in-flight requests.
+func newHTTPPort() {
+	httpPort = freePort()
+	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 }

@@ -40,6 +40,7 @@ func (s *promptSite) caddyfile() string {
 }
 
 func (s *promptSite) tryLoad() error {
+	newHTTPPort()
 	cfg, err := adapt(s.caddyfile())
 	if err != nil {
 		return err

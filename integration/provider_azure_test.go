@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 )
 
 // azureSite loads a Caddyfile with a virtual key for the fake Azure
@@ -61,7 +62,8 @@ func TestAzureChatStream(t *testing.T) {
 			if includeUsage {
 				params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
 			}
-			stream := client.Chat.Completions.NewStreaming(context.Background(), params)
+			traceID := fmt.Sprintf("azure-stream-%v", includeUsage)
+			stream := client.Chat.Completions.NewStreaming(context.Background(), params, option.WithHeader("x-gateway-trace-id", traceID))
 			var acc openai.ChatCompletionAccumulator
 			var sawUsage bool
 			for stream.Next() {
@@ -82,8 +84,8 @@ func TestAzureChatStream(t *testing.T) {
 			if seen.Path != "/openai/deployments/dep-main/chat/completions" || !strings.Contains(string(seen.Body), `"include_usage":true`) {
 				t.Fatalf("upstream %s body %s", seen.Path, seen.Body)
 			}
-			if lines := awaitLogLines(t, 1); len(lines) != 1 || !strings.Contains(lines[0], `"total_tokens":12`) {
-				t.Fatalf("log lacks the stream's usage: %v", lines)
+			if line := awaitLogLine(t, traceID); !strings.Contains(line, `"total_tokens":12`) {
+				t.Fatalf("log lacks the stream's usage: %s", line)
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 )
 
@@ -148,7 +149,8 @@ func TestBedrockStream(t *testing.T) {
 			if includeUsage {
 				params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
 			}
-			stream := client.Chat.Completions.NewStreaming(context.Background(), params)
+			traceID := fmt.Sprintf("bedrock-stream-%v", includeUsage)
+			stream := client.Chat.Completions.NewStreaming(context.Background(), params, option.WithHeader("x-gateway-trace-id", traceID))
 			var acc openai.ChatCompletionAccumulator
 			var chunks []openai.ChatCompletionChunk
 			for stream.Next() {
@@ -178,26 +180,28 @@ func TestBedrockStream(t *testing.T) {
 			if !strings.HasSuffix(up.last().Path, "/converse-stream") || up.last().Header.Get("Accept") != "application/vnd.amazon.eventstream" {
 				t.Fatalf("upstream %s accept %q", up.last().Path, up.last().Header.Get("Accept"))
 			}
-			lines := awaitLogLines(t, 1)
-			if len(lines) != 1 || !strings.Contains(lines[0], `"total_tokens":17`) {
-				t.Fatalf("log lacks the stream's usage: %v", lines)
+			if line := awaitLogLine(t, traceID); !strings.Contains(line, `"total_tokens":17`) {
+				t.Fatalf("log lacks the stream's usage: %s", line)
 			}
 		})
 	}
 }
 
-// awaitLogLines returns the gateway's request log entries once there are
-// at least n: the entry is written after the response ends, which a
-// client that has read [DONE] can precede. The wait is bounded.
-func awaitLogLines(t *testing.T, n int) []string {
+// awaitLogLine returns the gateway's request log entry for traceID. The
+// entry is written after the response ends, which a client that has read
+// [DONE] can precede, so it is waited for (boundedly); matching on the
+// trace id keeps a late entry of an earlier test from being taken for it.
+func awaitLogLine(t *testing.T, traceID string) string {
 	t.Helper()
-	var lines []string
 	for i := 0; i < 100; i++ {
-		if lines = gatewayLogLines(t); len(lines) >= n {
-			break
+		for _, l := range gatewayLogLines(t) {
+			if strings.Contains(l, `"trace_id":"`+traceID+`"`) {
+				return l
+			}
 		}
 	}
-	return lines
+	t.Fatalf("no log entry for trace id %s", traceID)
+	return ""
 }
 
 func TestBedrockStreamToolCalls(t *testing.T) {

@@ -115,6 +115,9 @@ func loadRL(t *testing.T, s rlSite) {
 	if s.Storage == "" {
 		s.Storage = storageDir(t)
 	}
+	if s.HTTPPort == 0 {
+		newHTTPPort()
+	}
 	cfg, err := adapt(s.caddyfile())
 	if err != nil {
 		t.Fatalf("adapting: %v\n%s", err, s.caddyfile())

@@ -152,7 +152,9 @@ func TestReloadDuringStream(t *testing.T) {
 		t.Fatalf("no first chunk: %v", stream.Err())
 	}
 
-	// Reload through the admin API, as an operator would, adding a key.
+	// Reload through the admin API, as an operator would, adding a key
+	// (on a new port, so the next request cannot race the old listener).
+	newHTTPPort()
 	newSite := site{LLM: "api_key second second-key-0123456789"}
 	cfg, err := adapt(newSite.caddyfile())
 	if err != nil {
