@@ -269,16 +269,25 @@ func (x *exchange) upstreamRequest(ctx context.Context, t *routing.Target, call 
 			}
 		}
 	}
-	for k, v := range u.Header {
-		h[k] = v
-	}
+	// Forwarded headers go first and the provider's own headers last, so a
+	// forwarded name can never replace the stored credential or break a
+	// request signature. Forwarding matches the name case-insensitively
+	// and also its kebab form, which is what the portkey SDK sends for a
+	// camelCase name.
 	for _, name := range t.ForwardHeaders {
 		if ingress.IsGatewayHeader(name) {
 			continue
 		}
 		if v := src.Values(name); len(v) > 0 {
 			h[http.CanonicalHeaderKey(name)] = v
+		} else if kebab := kebabCase(name); kebab != name {
+			if v := src.Values(kebab); len(v) > 0 {
+				h[http.CanonicalHeaderKey(kebab)] = v
+			}
 		}
+	}
+	for k, v := range u.Header {
+		h[k] = v
 	}
 
 	r2 := x.r.WithContext(ctx)
@@ -375,4 +384,20 @@ func prefix(b []byte, n int) string {
 		return string(b[:n]) + "…"
 	}
 	return string(b)
+}
+
+// kebabCase turns "myHeader" into "my-header".
+func kebabCase(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			if i > 0 && s[i-1] != '-' {
+				b.WriteByte('-')
+			}
+			c += 'a' - 'A'
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }

@@ -15,6 +15,8 @@ import (
 
 // convert feeds body to a fresh converter in the given pieces and returns
 // what it wrote, Close's error and the usage it reported.
+//
+//lint:ignore ST1008 the error is one of the results under test, not a failure of convert
 func convert(t testing.TB, body string, pieces [][]byte) (string, error, *providers.Usage) {
 	t.Helper()
 	var out bytes.Buffer
