@@ -8,13 +8,13 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 	"github.com/tidwall/gjson"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers/internal/oaiwire"
 )
 
 // Event-stream framing (AWS event stream encoding): a 12-byte prelude
@@ -313,55 +313,6 @@ func header(m *eventstream.Message, name string) string {
 	return ""
 }
 
-// appendJSONString appends s as a JSON string, escaping what JSON needs
-// and replacing invalid UTF-8, without the allocations of json.Marshal.
-func appendJSONString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c < utf8.RuneSelf {
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			// Valid JSON, but not valid JavaScript: escape as
-			// encoding/json does.
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&15])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
+// appendJSONString appends s as a JSON string; the escaping is shared
+// with the other translators.
+func appendJSONString(dst []byte, s string) []byte { return oaiwire.AppendString(dst, s) }
