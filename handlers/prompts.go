@@ -263,3 +263,45 @@ func copyHeader(dst, src http.Header) {
 		dst[k] = v
 	}
 }
+
+// fillPromptTargets gives every leaf that names only a prompt_id the
+// provider saved with that prompt's version (a virtual key, or a provider
+// with where-to-reach settings), so one config can route between prompts
+// kept on different providers. A leaf's own settings and the request's
+// headers were applied first and still win.
+func (x *exchange) fillPromptTargets(hdr *ingress.Headers) error {
+	for _, t := range x.plan.Leaves {
+		if t.PromptID == "" || t.Settings.Provider != "" {
+			continue
+		}
+		_, v, err := prompts.Resolve(x.r.Context(), x.g.app.PromptRegistry(), x.identity.WorkspaceID, t.PromptID)
+		if err != nil {
+			return targetErr(t, err)
+		}
+		var saved providers.Settings
+		switch {
+		case v.Target.VirtualKey != "":
+			vk, ok := x.g.app.VirtualKey(v.Target.VirtualKey)
+			if !ok {
+				return apierror.Newf(http.StatusNotFound, apierror.TypeNotFound, "%s.prompt_id: the prompt's virtual key %q is not configured", t.Path, v.Target.VirtualKey).WithCode("virtual_key_not_found")
+			}
+			saved = *vk
+			// The virtual key's credential replaces the caller's token.
+			if t.Settings.APIKey == hdr.Authorization {
+				t.Settings.APIKey = ""
+			}
+			t.VirtualKey = v.Target.VirtualKey
+		case v.Target.Provider != "":
+			if err := json.Unmarshal(v.Target.ConfigObject(), &saved); err != nil {
+				return apierror.BadRequest(t.Path+".prompt_id", "%s.prompt_id: the prompt's provider settings are invalid", t.Path)
+			}
+		default:
+			return apierror.BadRequest(t.Path+".provider", "%s names no provider and its prompt saves none (or only a config id): set provider or virtual_key on the target, or send %s%s", t.Path, ingress.Prefix, ingress.Provider)
+		}
+		t.Settings.Inherit(&saved)
+		if err := routing.CheckProvider(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}

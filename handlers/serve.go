@@ -176,6 +176,9 @@ func (x *exchange) serve() error {
 // headers the plan was built from, which for a prompt completion may
 // carry the prompt's saved virtual key rather than the client's.
 func (x *exchange) route(hdr *ingress.Headers) error {
+	if err := x.fillPromptTargets(hdr); err != nil {
+		return err
+	}
 	r, c := x.r, &x.call
 	x.entry.ConfigID = x.plan.ConfigID
 	if hdr.VirtualKey != "" {

@@ -86,3 +86,45 @@ func TestPromptIDInConfigFallback(t *testing.T) {
 		t.Fatalf("streamed fallback target got %+v", s2)
 	}
 }
+
+// TestPromptIDTargetsUseSavedProviders: targets that name only a
+// prompt_id reach the provider saved with each prompt — one a provider
+// with a custom host, the other a virtual key — so a config routes
+// between prompts kept on different providers.
+func TestPromptIDTargetsUseSavedProviders(t *testing.T) {
+	first := newScripted(t, reply{status: 503})
+	second := newFakeOpenAI(t)
+	s := newPromptSite(t, fmt.Sprintf("virtual_key vk-second {\n\t\t\tprovider openai\n\t\t\tapi_key sk-test-provider\n\t\t\tcustom_host %s\n\t\t}", second.URL))
+	s.writePrompt(t, "on-first.json", fmt.Sprintf(`{"name":"On first","published":1,"versions":[
+		{"messages":[{"role":"user","content":"first {{q}}"}],"model":"m1","provider":"openai","provider_settings":{"custom_host":%q}}]}`, first.URL))
+	s.writePrompt(t, "on-second.json", `{"name":"On second","published":1,"versions":[
+		{"messages":[{"role":"user","content":"second {{q}}"}],"model":"m2","virtual_key":"vk-second"}]}`)
+	s.load(t)
+	settleReload()
+	config := `{"strategy":{"mode":"fallback"},"targets":[{"prompt_id":"on-first"},{"prompt_id":"on-second"}]}`
+
+	resp, raw := do(t, "POST", "/chat/completions", []byte(`{"messages":[],"variables":{"q":"hi"}}`),
+		"x-gateway-config", config, "Authorization", "Bearer sk-test-provider")
+	if resp.StatusCode != 200 || resp.Header.Get("x-gateway-last-used-option-index") != "config.targets[1]" {
+		t.Fatalf("status %d via %s: %s", resp.StatusCode, resp.Header.Get("x-gateway-last-used-option-index"), raw)
+	}
+	if s1 := lastSent(t, first.fakeOpenAI); messagesOf(s1) != "user:first hi" || s1.Model != "m1" {
+		t.Fatalf("first prompt's provider got %+v", s1)
+	}
+	if got := first.last().Header.Get("Authorization"); got != "Bearer sk-test-provider" {
+		t.Fatalf("a provider saved without credentials takes the caller's token, got %q", got)
+	}
+	if s2 := lastSent(t, second); messagesOf(s2) != "user:second hi" || s2.Model != "m2" {
+		t.Fatalf("second prompt's virtual key got %+v", s2)
+	}
+
+	// A prompt that saves no provider, with none in the target or headers.
+	s.writePrompt(t, "nowhere.json", `{"name":"Nowhere","published":1,"versions":[{"messages":[{"role":"user","content":"x"}],"model":"m"}]}`)
+	s.load(t)
+	settleReload()
+	resp, raw = do(t, "POST", "/chat/completions", []byte(`{"messages":[],"variables":{}}`),
+		"x-gateway-config", `{"prompt_id":"nowhere"}`)
+	if resp.StatusCode != 400 || !strings.Contains(string(raw), "names no provider") {
+		t.Fatalf("no provider anywhere: %d %s", resp.StatusCode, raw)
+	}
+}

@@ -245,8 +245,19 @@ func finishTarget(t *Target, h *ingress.Headers, r Resolver) error {
 		t.ForwardHeaders = h.ForwardHeaders
 	}
 	if t.Settings.Provider == "" {
+		if t.PromptID != "" {
+			// The prompt's saved provider applies; the gateway fills it in
+			// once it knows the caller's workspace (prompts are scoped).
+			return nil
+		}
 		return apierror.BadRequest(t.Path+".provider", "%s names no provider: set provider, virtual_key or the %s%s header", t.Path, ingress.Prefix, ingress.Provider)
 	}
+	return CheckProvider(t)
+}
+
+// CheckProvider normalises a target's provider slug and checks the
+// gateway knows it.
+func CheckProvider(t *Target) error {
 	t.Settings.Provider = strings.ToLower(t.Settings.Provider)
 	if _, ok := providers.Lookup(t.Settings.Provider); !ok {
 		return apierror.BadRequest(t.Path+".provider", "unknown provider %q", t.Settings.Provider).WithCode("unknown_provider")
