@@ -335,3 +335,15 @@ func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// TestSpecProviderAliases: the spec's neutral word for OpenAI works as a
+// provider slug.
+func TestSpecProviderAliases(t *testing.T) {
+	up := newFakeOpenAI(t)
+	loadSite(t, site{})
+	resp, raw := do(t, "POST", "/chat/completions", []byte(`{"model":"m","messages":[]}`),
+		"x-gateway-provider", "vendor", "x-gateway-custom-host", up.URL, "Authorization", "Bearer sk-test-provider")
+	if resp.StatusCode != 200 || up.last().Path != "/v1/chat/completions" {
+		t.Fatalf("vendor alias: %d %s", resp.StatusCode, raw)
+	}
+}
