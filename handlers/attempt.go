@@ -17,6 +17,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
@@ -71,6 +73,7 @@ func (x *exchange) send(ctx context.Context, t *routing.Target) routing.Outcome 
 	if err := p.Prepare(&call, &t.Settings, &u); err != nil {
 		return x.fail(apierror.As(err), routing.CauseLocal)
 	}
+	x.logDropped(p, &call, t)
 	if call.Model != "" {
 		x.entry.Model = call.Model
 	}
@@ -400,4 +403,27 @@ func kebabCase(s string) string {
 		b.WriteByte(c)
 	}
 	return b.String()
+}
+
+// logDropped notes, at debug level, request fields the provider's API has
+// no place for and the translation therefore left out.
+func (x *exchange) logDropped(p providers.Provider, c *providers.Call, t *routing.Target) {
+	fd, ok := p.(providers.FieldDropper)
+	if !ok {
+		return
+	}
+	ce := x.g.logger.Check(zapcore.DebugLevel, "request fields the provider does not accept were dropped")
+	if ce == nil {
+		return
+	}
+	var present []string
+	for _, f := range fd.DroppedFields(c) {
+		if gjson.GetBytes(c.Body, f).Exists() {
+			present = append(present, f)
+		}
+	}
+	if len(present) > 0 {
+		ce.Write(zap.String("trace_id", x.entry.TraceID), zap.String("provider", t.Settings.Provider),
+			zap.String("target", t.Path), zap.Strings("fields", present))
+	}
 }

@@ -247,3 +247,28 @@ func TestAnthropicThinkingRoundTrip(t *testing.T) {
 		t.Fatalf("headers %v", seen.Header)
 	}
 }
+
+// TestAnthropicDroppedFieldsLogged: fields Anthropic has no place for are
+// left out of the upstream request and named in a debug log line.
+func TestAnthropicDroppedFieldsLogged(t *testing.T) {
+	up := fakeAnthropic(t, fixture(t, "anthropic", "response_text.json"), nil)
+	loadProviderSite(t)
+	body := `{"model":"claude-sonnet-4-5","seed":7,"logit_bias":{"1":2},"temperature":0.5,"messages":[{"role":"user","content":"hi"}]}`
+	resp, out := translatedDo(t, http.MethodPost, "/chat/completions", []byte(body),
+		"x-gateway-provider", "anthropic", "x-gateway-custom-host", up.URL, "Authorization", "Bearer "+anthropicKey, "x-gateway-trace-id", "dropped-1")
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, out)
+	}
+	if sent := string(up.last().Body); strings.Contains(sent, "seed") || strings.Contains(sent, "logit_bias") || !strings.Contains(sent, `"temperature":0.5`) {
+		t.Fatalf("upstream body: %s", sent)
+	}
+	var line string
+	for _, l := range strings.Split(readLog(t), "\n") {
+		if strings.Contains(l, "were dropped") && strings.Contains(l, `"dropped-1"`) {
+			line = l
+		}
+	}
+	if !strings.Contains(line, `"fields":["seed","logit_bias"]`) && !strings.Contains(line, `"fields":["logit_bias","seed"]`) {
+		t.Fatalf("no debug line naming the dropped fields: %q", line)
+	}
+}

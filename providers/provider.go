@@ -95,6 +95,16 @@ type Provider interface {
 	Translator(op Operation) Translator
 }
 
+// FieldDropper is implemented by providers whose API rejects fields it
+// does not know, so their translation leaves out OpenAI fields that have no
+// equivalent. The gateway logs, at debug level, which of these a request
+// carried, so an operator can see why a parameter had no effect.
+type FieldDropper interface {
+	// DroppedFields lists the top-level OpenAI request fields the
+	// translation of c leaves out.
+	DroppedFields(c *Call) []string
+}
+
 // Usage is the token usage a provider reported.
 type Usage struct {
 	PromptTokens     int64 `json:"prompt_tokens"`
