@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 
 	// Registers llm_ratelimit and the policy API, until the root module
 	// imports it; a second blank import is harmless.
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/redistest"
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/ratelimit"
 )
 
@@ -151,20 +151,8 @@ func redisBlock(failOpen bool) string {
 	if failOpen {
 		mode = "fail_open"
 	}
-	return fmt.Sprintf("redis %s {\n\t\t\tdb %d\n\t\t\t%s\n\t\t}", rlRedisAddr(), rlRedisDB, mode)
+	return fmt.Sprintf("redis %s {\n\t\t\tdb %d\n\t\t\t%s\n\t\t}", redistest.Addr(), rlRedisDB, mode)
 }
-
-func rlRedisAddr() string {
-	if a := os.Getenv("REDIS_ADDR"); a != "" {
-		return a
-	}
-	return "127.0.0.1:6379"
-}
-
-var (
-	rlRedisProbe    sync.Once
-	rlRedisProbeErr error
-)
 
 // requireRedis returns a client on the test database and, when the test
 // ends, deletes this process's policies from the llm app's policy hash and
@@ -173,24 +161,8 @@ var (
 // REQUIRE_REDIS=1 makes that a failure.
 func requireRedis(t *testing.T) *redis.Client {
 	t.Helper()
-	rlRedisProbe.Do(func() {
-		c := redis.NewClient(&redis.Options{Addr: rlRedisAddr(), DialTimeout: time.Second, MaxRetries: -1})
-		defer c.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		rlRedisProbeErr = c.Ping(ctx).Err()
-	})
-	if rlRedisProbeErr != nil {
-		if os.Getenv("REQUIRE_REDIS") == "1" {
-			t.Fatalf("Redis at %s is unreachable and REQUIRE_REDIS=1: %v", rlRedisAddr(), rlRedisProbeErr)
-		}
-		t.Skipf("skipping: Redis at %s is unreachable (%v); set REQUIRE_REDIS=1 to make this a failure", rlRedisAddr(), rlRedisProbeErr)
-	}
-	c := redis.NewClient(&redis.Options{Addr: rlRedisAddr(), DB: rlRedisDB})
-	t.Cleanup(func() {
-		cleanRedis(t, c)
-		_ = c.Close()
-	})
+	c := redistest.Client(t, rlRedisDB)
+	t.Cleanup(func() { cleanRedis(t, c) })
 	return c
 }
 

@@ -2,11 +2,11 @@ package policies
 
 import (
 	"context"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/redistest"
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 )
@@ -41,40 +41,13 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func redisAddr() string {
-	if a := os.Getenv("REDIS_ADDR"); a != "" {
-		return a
-	}
-	return "127.0.0.1:6379"
-}
-
-var (
-	redisProbe    sync.Once
-	redisProbeErr error
-)
-
 // newRedisClient connects to the test Redis. Without it the test is
 // skipped, unless REQUIRE_REDIS=1 demands that it fail. Reachability is
 // probed once per test binary, so a missing Redis costs one dial, not one
 // per test.
 func newRedisClient(tb testing.TB) *redis.Client {
 	tb.Helper()
-	redisProbe.Do(func() {
-		c := redis.NewClient(&redis.Options{Addr: redisAddr(), DialTimeout: time.Second, MaxRetries: -1})
-		defer c.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		redisProbeErr = c.Ping(ctx).Err()
-	})
-	if redisProbeErr != nil {
-		if os.Getenv("REQUIRE_REDIS") == "1" {
-			tb.Fatalf("Redis at %s is unreachable and REQUIRE_REDIS=1: %v", redisAddr(), redisProbeErr)
-		}
-		tb.Skipf("skipping: Redis at %s is unreachable (%v); set REQUIRE_REDIS=1 to make this a failure", redisAddr(), redisProbeErr)
-	}
-	c := redis.NewClient(&redis.Options{Addr: redisAddr(), DialTimeout: time.Second, PoolSize: 64})
-	tb.Cleanup(func() { _ = c.Close() })
-	return c
+	return redistest.Client(tb, 0)
 }
 
 // testPrefix returns a key prefix unique to this test run and deletes

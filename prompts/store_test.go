@@ -2,11 +2,10 @@ package prompts
 
 import (
 	"context"
-	"os"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/redistest"
 	"github.com/caddyserver/certmagic"
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
@@ -32,23 +31,11 @@ func storeKinds(t *testing.T) map[string]func() Store {
 // testRedis returns a client for REDIS_ADDR (default 127.0.0.1:6379), or
 // nil when it is unreachable and REQUIRE_REDIS is not 1.
 func testRedis(t *testing.T) *redis.Client {
-	addr := os.Getenv("REDIS_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:6379"
-	}
-	c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, MaxRetries: -1})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		c.Close()
-		if os.Getenv("REQUIRE_REDIS") == "1" {
-			t.Fatalf("Redis at %s is unreachable: %v", addr, err)
-		}
-		t.Logf("no Redis at %s: the redis store is not tested", addr)
+	if err := redistest.Available(); err != nil && !redistest.Required() {
+		t.Logf("no Redis at %s: the redis store is not tested", redistest.Addr())
 		return nil
 	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return redistest.Client(t, 0)
 }
 
 // TestConcurrentVersionsFromTwoInstances adds versions to one prompt from

@@ -6,18 +6,16 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/google/uuid"
-	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/redistest"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
@@ -166,37 +164,12 @@ func (n *nextHandler) ServeHTTP(w http.ResponseWriter, _ *http.Request) error {
 	return nil
 }
 
-func redisAddr() string {
-	if a := os.Getenv("REDIS_ADDR"); a != "" {
-		return a
-	}
-	return "127.0.0.1:6379"
-}
-
-var (
-	redisProbe    sync.Once
-	redisProbeErr error
-)
-
 // newRedisLimiter returns a RedisLimiter under a key prefix unique to the
 // test, whose keys are deleted at the end. Without Redis the test is
 // skipped, unless REQUIRE_REDIS=1 makes that a failure.
 func newRedisLimiter(tb testing.TB) *policies.RedisLimiter {
 	tb.Helper()
-	redisProbe.Do(func() {
-		c := redis.NewClient(&redis.Options{Addr: redisAddr(), DialTimeout: time.Second, MaxRetries: -1})
-		defer c.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		redisProbeErr = c.Ping(ctx).Err()
-	})
-	if redisProbeErr != nil {
-		if os.Getenv("REQUIRE_REDIS") == "1" {
-			tb.Fatalf("Redis at %s is unreachable and REQUIRE_REDIS=1: %v", redisAddr(), redisProbeErr)
-		}
-		tb.Skipf("skipping: Redis at %s is unreachable (%v); set REQUIRE_REDIS=1 to make this a failure", redisAddr(), redisProbeErr)
-	}
-	c := redis.NewClient(&redis.Options{Addr: redisAddr(), DialTimeout: time.Second, PoolSize: 64})
+	c := redistest.Client(tb, 0)
 	prefix := "llmgw:test:ratelimit:" + uuid.NewString() + ":"
 	tb.Cleanup(func() {
 		ctx := context.Background()
