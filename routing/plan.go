@@ -99,7 +99,9 @@ func Resolve(h *ingress.Headers, r Resolver, cache *ConfigCache) (*Plan, error) 
 		if !strings.HasPrefix(raw, "{") {
 			saved, ok := r.SavedConfig(raw)
 			if !ok {
-				return nil, apierror.Newf(404, apierror.TypeNotFound, "config %q not found", raw).WithCode("config_not_found")
+				// The value is not quoted: a malformed inline config can carry
+				// credentials, and the header can be large.
+				return nil, apierror.New(404, apierror.TypeNotFound, "the config named in "+ingress.Prefix+ingress.Config+" is neither a JSON object nor a saved config id").WithCode("config_not_found")
 			}
 			plan.ConfigID, raw = raw, string(saved)
 		}
