@@ -99,9 +99,7 @@ func Resolve(h *ingress.Headers, r Resolver, cache *ConfigCache) (*Plan, error) 
 		if !strings.HasPrefix(raw, "{") {
 			saved, ok := r.SavedConfig(raw)
 			if !ok {
-				// The value is not quoted: a malformed inline config can carry
-				// credentials, and the header can be large.
-				return nil, apierror.New(404, apierror.TypeNotFound, "the config named in "+ingress.Prefix+ingress.Config+" is neither a JSON object nor a saved config id").WithCode("config_not_found")
+				return nil, configNotFound(raw)
 			}
 			plan.ConfigID, raw = raw, string(saved)
 		}
@@ -265,4 +263,30 @@ func CheckProvider(t *Target) error {
 		return apierror.BadRequest(t.Path+".provider", "unknown provider %q", t.Settings.Provider).WithCode("unknown_provider")
 	}
 	return nil
+}
+
+// configNotFound is the 404 for an x-gateway-config value that is neither
+// a JSON object nor a saved id. Only a short id-shaped value is quoted: a
+// malformed inline config can carry credentials, and a header can be large.
+func configNotFound(v string) error {
+	msg := "the " + ingress.Prefix + ingress.Config + " value is neither a JSON object nor a saved config id"
+	if isIDShaped(v) {
+		msg = "config " + strconv.Quote(v) + " not found"
+	}
+	return apierror.New(404, apierror.TypeNotFound, msg).WithCode("config_not_found")
+}
+
+// isIDShaped reports whether v looks like a record id: at most 64 letters,
+// digits, '-', '_' or '.'.
+func isIDShaped(v string) bool {
+	if v == "" || len(v) > 64 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
