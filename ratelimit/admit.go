@@ -11,7 +11,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/tidwall/gjson"
-	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
@@ -42,6 +41,8 @@ type verdict struct {
 	grants []grant
 	// refused is the decision of the policy that refused, or nil.
 	refused *grant
+	// keyName and workspace are the caller's, for the log.
+	keyName, workspace string
 	// buf holds the grants of the usual one or two policies, so a verdict
 	// is a single allocation.
 	buf [2]grant
@@ -69,28 +70,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	setHeaders(w.Header(), v)
 	if v.refused != nil {
-		h.reject(w, r, v.refused)
+		h.reject(w, r, v)
 		return nil
 	}
 	h.registerSettlement(r, v.grants)
 	return next.ServeHTTP(newHeaderWriter(w, v), r)
-}
-
-// reject answers 429 for the policy that refused.
-func (h *Handler) reject(w http.ResponseWriter, r *http.Request, g *grant) {
-	setRetryHeaders(w.Header(), g.dec.RetryAfter)
-	e := apierror.New(http.StatusTooManyRequests, apierror.TypeRateLimit, rejectMessage(g.policy, g.dec.RetryAfter)).
-		WithCode("rate_limit_exceeded")
-	apierror.Write(w, e)
-	if h.logger == nil {
-		return
-	}
-	if ce := h.logger.Check(zap.DebugLevel, "rate limit exceeded"); ce != nil {
-		ce.Write(zap.String("policy_id", g.policy.ID),
-			zap.String("policy_type", g.policy.Type),
-			zap.Duration("retry_after", g.dec.RetryAfter),
-			zap.String("path", r.URL.Path))
-	}
 }
 
 // request is the per-request state of matching: the attributes, of which
@@ -322,6 +306,7 @@ func (h *Handler) consume(ctx context.Context, q *request, cands []*policies.Pol
 	lim := h.ctl.Limiter()
 	v := new(verdict)
 	v.grants = v.buf[:0]
+	v.keyName, v.workspace = q.attrs.APIKey, q.attrs.WorkspaceID
 	estimate := int64(-1)
 	for _, p := range cands {
 		q.fill(p.Needs())

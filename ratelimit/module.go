@@ -129,6 +129,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("loading llm app: %v", err)
 	}
 	h.ctl = appControl{a.(*app.App)}
+	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
+		return fmt.Errorf("registering metrics: %v", err)
+	}
 	h.static, err = buildStatic(h.Policies)
 	return err
 }
