@@ -70,20 +70,20 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, v *verdict) {
 		zap.String("trace_id", traceID),
 		zap.String("api_key_name", v.keyName),
 		zap.String("workspace_id", v.workspace),
-		zap.Int("status", http.StatusTooManyRequests),
 		zap.String("ratelimit_policy_id", g.policy.ID),
 		zap.Strings("ratelimit_policy_ids", ids),
 		zap.String("ratelimit_policy_type", g.policy.Type),
 		zap.Duration("retry_after", g.dec.RetryAfter),
 	}
 	if extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok && siteLogs(r) {
+		// Caddy's entry has the status, method and path already.
 		for _, f := range fields {
 			extra.Add(f)
 		}
 		return
 	}
 	if h.logger != nil {
-		h.logger.Info("rate limit exceeded", append(fields[:],
+		h.logger.Info("rate limit exceeded", append(fields[:], zap.Int("status", http.StatusTooManyRequests),
 			zap.String("method", r.Method), zap.String("path", r.URL.Path))...)
 	}
 }
