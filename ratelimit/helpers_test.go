@@ -19,6 +19,7 @@ import (
 	// The providers the gateway knows, which routing resolution checks.
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/providers/all"
 )
 
@@ -76,7 +77,8 @@ func newControl() *fakeControl {
 // Caddyfile policies.
 func newHandler(tb testing.TB, ctl control, static ...*StaticPolicy) *Handler {
 	tb.Helper()
-	h := &Handler{Policies: static, MaxRequestBody: DefaultMaxRequestBody, ctl: ctl, logger: zap.NewNop(), st: new(state)}
+	h := &Handler{Policies: static, MaxRequestBody: DefaultMaxRequestBody, ctl: ctl, logger: zap.NewNop(), st: new(state),
+		configs: routing.NewConfigCache(1024)}
 	var err error
 	if h.static, err = buildStatic(static); err != nil {
 		tb.Fatal(err)
