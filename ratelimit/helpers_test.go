@@ -19,8 +19,8 @@ import (
 	// The providers the gateway knows, which routing resolution checks.
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/providers/all"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 )
 
 // Test identities: alice and bob share a workspace, dan is another
