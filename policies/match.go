@@ -30,6 +30,9 @@ type Attributes struct {
 	Model          string
 	ConfigID       string
 	Metadata       map[string]string
+	// Pending lists the groups of attributes not filled in yet (see
+	// Match); 0 when the caller fills everything up front.
+	Pending Pending
 }
 
 // Get returns the value of an attribute key and whether it is present. An
@@ -72,33 +75,94 @@ func isAllowedKey(key string) bool {
 	return len(key) > len(MetadataPrefix) && strings.HasPrefix(key, MetadataPrefix)
 }
 
-// Matches reports whether the policy applies to a request. Every condition
-// must hold: the attribute is present and equal to the condition's value,
-// or present (non-empty) for the value "*". An absent attribute never
-// matches. A policy also never applies to a request of another
-// organisation when both organisations are known, so that a policy created
-// in one tenant cannot throttle another tenant whatever its conditions say.
-// Matches does not look at Status; Store.Active returns active policies.
-func (p *Policy) Matches(a *Attributes) bool {
-	if a == nil {
-		return false
+// Pending is a set of attribute groups a caller has not filled in yet,
+// because learning them costs something (parsing headers, resolving the
+// routing, reading the body). Match says which of them it needs, so the
+// enforcement path fills only what a policy actually reads.
+type Pending uint8
+
+// Groups of lazily filled attributes.
+const (
+	// PendingRouting covers provider, virtual_key and config_id.
+	PendingRouting Pending = 1 << iota
+	// PendingMetadata covers every metadata.<key>.
+	PendingMetadata
+	// PendingModel covers model, which is in the body.
+	PendingModel
+)
+
+// PendingOf returns the group whose filling provides key, or 0 for the
+// attributes known as soon as the caller is authenticated (workspace_id,
+// organisation_id, api_key) and for unknown keys.
+func PendingOf(key string) Pending {
+	switch key {
+	case KeyProvider, KeyVirtualKey, KeyConfigID:
+		return PendingRouting
+	case KeyModel:
+		return PendingModel
 	}
-	if p.OrganisationID != "" && a.OrganisationID != "" && p.OrganisationID != a.OrganisationID {
-		return false
+	if len(key) > len(MetadataPrefix) && key[:len(MetadataPrefix)] == MetadataPrefix {
+		return PendingMetadata
 	}
-	// A policy belongs to its workspace: one workspace's limits never
-	// throttle another's keys, just as its keys cannot see the policy.
-	if p.WorkspaceID != "" && a.WorkspaceID != "" && p.WorkspaceID != a.WorkspaceID {
-		return false
+	return 0
+}
+
+// InScope reports whether the policy belongs to the tenant given by a
+// workspace and an organisation: its workspace and organisation are each
+// either unset (a Caddyfile policy, which applies everywhere) or equal.
+// A policy out of scope is invisible to the tenant's keys in the API and
+// never applies to their requests, whatever its conditions say.
+func (p *Policy) InScope(workspaceID, organisationID string) bool {
+	return (p.OrganisationID == "" || p.OrganisationID == organisationID) &&
+		(p.WorkspaceID == "" || p.WorkspaceID == workspaceID)
+}
+
+// Match is the one policy matcher: the enforcement path and Matches both
+// use it. It reports whether the policy applies to a request described by
+// a, or, when need is not 0, that the answer depends on the attribute
+// groups in need, which a.Pending says are not filled yet: fill them,
+// clear them from a.Pending and call again. A policy out of the request's
+// tenant (see InScope) never applies. Otherwise every condition must hold:
+// the attribute is present and equal to the condition's value, or present
+// (non-empty) for the value "*"; an absent attribute never matches.
+// Conditions on filled attributes are tested first, so a policy that
+// fails on them needs nothing filled. Match does not look at Status;
+// Store.Active returns active policies. It does not allocate.
+func (p *Policy) Match(a *Attributes) (ok bool, need Pending) {
+	if a == nil || !p.InScope(a.WorkspaceID, a.OrganisationID) {
+		return false, 0
 	}
 	for i := range p.Conditions {
 		c := &p.Conditions[i]
+		if a.Pending != 0 {
+			if g := PendingOf(c.Key); g&a.Pending != 0 {
+				need |= g
+				continue
+			}
+		}
 		v, ok := a.Get(c.Key)
 		if !ok || (c.Value != "*" && v != c.Value) {
-			return false
+			return false, 0
 		}
 	}
-	return true
+	return need == 0, need
+}
+
+// Matches reports whether the policy applies to a request whose
+// attributes are all filled in (see Match); with groups still pending it
+// reports false.
+func (p *Policy) Matches(a *Attributes) bool {
+	ok, need := p.Match(a)
+	return ok && need == 0
+}
+
+// Needs returns the pending groups GroupKey reads for this policy.
+func (p *Policy) Needs() Pending {
+	var n Pending
+	for i := range p.GroupBy {
+		n |= PendingOf(p.GroupBy[i].Key)
+	}
+	return n
 }
 
 // GroupKey returns the counter key of the request under this policy: the

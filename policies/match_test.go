@@ -76,7 +76,11 @@ func TestMatches(t *testing.T) {
 		{"literal star value", []Condition{{KeyModel, "*"}}, "", func(a *Attributes) { a.Model = "*" }, true},
 		{"same organisation", []Condition{{KeyAPIKey, "*"}}, testOrg, nil, true},
 		{"other organisation", []Condition{{KeyAPIKey, "*"}}, "00000000-0000-4000-8000-000000000000", nil, false},
-		{"request organisation unknown", []Condition{{KeyAPIKey, "*"}}, testOrg, func(a *Attributes) { a.OrganisationID = "" }, true},
+		// A tenant's policy never applies outside it, even to a request
+		// whose tenant is unknown: only Caddyfile policies (no tenant)
+		// apply everywhere.
+		{"request organisation unknown", []Condition{{KeyAPIKey, "*"}}, testOrg, func(a *Attributes) { a.OrganisationID = "" }, false},
+		{"no tenant applies everywhere", []Condition{{KeyAPIKey, "*"}}, "", func(a *Attributes) { a.OrganisationID, a.WorkspaceID = "", "" }, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -92,6 +96,90 @@ func TestMatches(t *testing.T) {
 	}
 	if (&Policy{Conditions: []Condition{{KeyAPIKey, "*"}}}).Matches(nil) {
 		t.Fatal("nil Attributes matched")
+	}
+}
+
+// TestMatchesWorkspace is the tenancy rule: a policy applies only in its
+// own workspace and organisation, whatever its conditions say.
+func TestMatchesWorkspace(t *testing.T) {
+	const otherWS = "ws-2"
+	cases := []struct {
+		name    string
+		ws, org string
+		conds   []Condition
+		reqWS   string
+		want    bool
+	}{
+		{"own workspace", "ws-1", testOrg, []Condition{{KeyAPIKey, "*"}}, "ws-1", true},
+		{"other workspace of the organisation", otherWS, testOrg, []Condition{{KeyAPIKey, "*"}}, "ws-1", false},
+		{"conditions naming the request's workspace", otherWS, testOrg, []Condition{{KeyWorkspaceID, "ws-1"}}, "ws-1", false},
+		{"conditions naming another workspace", "ws-1", testOrg, []Condition{{KeyWorkspaceID, otherWS}}, otherWS, false},
+		{"request workspace unknown", "ws-1", testOrg, []Condition{{KeyAPIKey, "*"}}, "", false},
+		{"caddyfile policy", "", "", []Condition{{KeyAPIKey, "*"}}, otherWS, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := &Policy{WorkspaceID: c.ws, OrganisationID: c.org, Conditions: c.conds}
+			a := fullAttrs()
+			a.WorkspaceID = c.reqWS
+			if got := p.Matches(a); got != c.want {
+				t.Fatalf("Matches = %v, want %v", got, c.want)
+			}
+			if got := p.InScope(c.reqWS, testOrg); got != (c.ws == "" || c.ws == c.reqWS) {
+				t.Fatalf("InScope = %v", got)
+			}
+		})
+	}
+}
+
+// TestMatchPending checks the lazy protocol the enforcement path uses:
+// Match asks for exactly the groups the deciding conditions read, never
+// for a group once a filled condition already failed, and gives the same
+// answer as Matches once everything is filled.
+func TestMatchPending(t *testing.T) {
+	all := PendingRouting | PendingMetadata | PendingModel
+	cases := []struct {
+		name     string
+		ws       string
+		conds    []Condition
+		wantNeed Pending
+		want     bool
+	}{
+		{"known only", "ws-1", []Condition{{KeyAPIKey, "team-a-key"}}, 0, true},
+		{"routing", "ws-1", []Condition{{KeyProvider, "openai"}}, PendingRouting, true},
+		{"metadata and model", "ws-1", []Condition{{"metadata.team", "*"}, {KeyModel, "gpt-4o"}}, PendingMetadata | PendingModel, true},
+		{"filled condition fails first", "ws-1", []Condition{{KeyModel, "gpt-4o"}, {KeyAPIKey, "nobody"}}, 0, false},
+		{"other tenant needs nothing", "ws-2", []Condition{{KeyProvider, "openai"}}, 0, false},
+		{"routing fails once filled", "ws-1", []Condition{{KeyProvider, "anthropic"}}, PendingRouting, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := &Policy{WorkspaceID: c.ws, OrganisationID: testOrg, Conditions: c.conds}
+			full := fullAttrs()
+			lazy := &Attributes{WorkspaceID: full.WorkspaceID, OrganisationID: full.OrganisationID, APIKey: full.APIKey, Pending: all}
+			ok, need := p.Match(lazy)
+			if need != c.wantNeed || (need == 0 && ok != c.want) {
+				t.Fatalf("Match = %v, %b; want need %b", ok, need, c.wantNeed)
+			}
+			if need != 0 && ok {
+				t.Fatal("Match answered true with groups pending")
+			}
+			if p.Matches(lazy) && need != 0 {
+				t.Fatal("Matches true with groups pending")
+			}
+			if got := p.Matches(full); got != c.want {
+				t.Fatalf("Matches(full) = %v, want %v", got, c.want)
+			}
+		})
+	}
+	for key, want := range map[string]Pending{KeyProvider: PendingRouting, KeyVirtualKey: PendingRouting, KeyConfigID: PendingRouting,
+		KeyModel: PendingModel, "metadata.x": PendingMetadata, KeyAPIKey: 0, KeyWorkspaceID: 0, "metadata.": 0} {
+		if got := PendingOf(key); got != want {
+			t.Errorf("PendingOf(%q) = %b, want %b", key, got, want)
+		}
+	}
+	if n := (&Policy{GroupBy: []GroupBy{{KeyAPIKey}, {KeyModel}, {"metadata.u"}}}).Needs(); n != PendingModel|PendingMetadata {
+		t.Errorf("Needs = %b", n)
 	}
 }
 

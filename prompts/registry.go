@@ -101,11 +101,19 @@ func (r *Registry) Lookup(ctx context.Context, workspaceID, idOrSlug string) (*P
 	return nil, notFound(idOrSlug)
 }
 
+// find returns the prompt ref names for a workspace: a file prompt it sees
+// (files without a workspace are shared) or an API prompt of exactly that
+// workspace. An API prompt always belongs to one workspace; a record
+// without one is reachable by nobody.
 func find(files, stored []*Prompt, workspaceID, ref string) *Prompt {
 	for _, byID := range []bool{true, false} {
-		for _, set := range [][]*Prompt{files, stored} {
+		for i, set := range [][]*Prompt{files, stored} {
 			for _, p := range set {
-				if p.visibleTo(workspaceID) && ((byID && p.ID == ref) || (!byID && p.Slug == ref)) {
+				visible := p.visibleTo(workspaceID)
+				if i == 1 {
+					visible = p.WorkspaceID != "" && p.WorkspaceID == workspaceID
+				}
+				if visible && ((byID && p.ID == ref) || (!byID && p.Slug == ref)) {
 					return p
 				}
 			}
@@ -130,7 +138,7 @@ func (r *Registry) List(ctx context.Context, workspaceID string) ([]*Prompt, err
 	slices.SortFunc(out, func(a, b *Prompt) int { return cmp.Compare(a.Slug, b.Slug) })
 	n := len(out)
 	for _, p := range stored {
-		if p.WorkspaceID == workspaceID {
+		if p.WorkspaceID != "" && p.WorkspaceID == workspaceID {
 			out = append(out, p)
 		}
 	}

@@ -155,3 +155,53 @@ func TestSlugify(t *testing.T) {
 		}
 	}
 }
+
+// TestRegistryTenancy checks that an API prompt is reachable only from its
+// own workspace, by id and by slug, for every operation, and that a stored
+// record without a workspace is reachable by nobody (file prompts without
+// one are the operator's, shared on purpose).
+func TestRegistryTenancy(t *testing.T) {
+	ctx := context.Background()
+	reg, err := NewRegistry(nil, Options{CacheTTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := reg.Create(ctx, wsA, NewPrompt{Name: "Mine", Version: newVersion("a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan, err := reg.Create(ctx, "", NewPrompt{Name: "Orphan", Version: newVersion("o")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{p.ID, p.Slug, orphan.ID, orphan.Slug} {
+		for name, op := range map[string]func() error{
+			"lookup":  func() error { _, err := reg.Lookup(ctx, wsB, ref); return err },
+			"update":  func() error { _, _, err := reg.Update(ctx, wsB, ref, Update{}); return err },
+			"publish": func() error { _, err := reg.Publish(ctx, wsB, ref, 1); return err },
+			"version": func() error { _, _, err := reg.UpdateVersion(ctx, wsB, ref, "1", VersionMeta{}); return err },
+			"delete":  func() error { return reg.Delete(ctx, wsB, ref) },
+		} {
+			if err := op(); err == nil {
+				t.Fatalf("%s of %s from another workspace succeeded", name, ref)
+			}
+		}
+	}
+	if _, err := reg.Lookup(ctx, wsA, orphan.ID); err == nil {
+		t.Fatal("a prompt without a workspace is visible")
+	}
+	for _, ws := range []string{wsA, wsB} {
+		list, err := reg.List(ctx, ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range list {
+			if q.WorkspaceID != ws {
+				t.Fatalf("workspace %s lists %s of workspace %q", ws, q.ID, q.WorkspaceID)
+			}
+		}
+	}
+	if got, err := reg.Lookup(ctx, wsA, p.ID); err != nil || got.ID != p.ID {
+		t.Fatalf("the owner lost its prompt: %v", err)
+	}
+}

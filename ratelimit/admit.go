@@ -11,7 +11,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/tidwall/gjson"
-	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
@@ -19,6 +18,8 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/prompts"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 )
 
 // grant is one policy's admission of a request.
@@ -40,6 +41,8 @@ type verdict struct {
 	grants []grant
 	// refused is the decision of the policy that refused, or nil.
 	refused *grant
+	// keyName and workspace are the caller's, for the log.
+	keyName, workspace string
 	// buf holds the grants of the usual one or two policies, so a verdict
 	// is a single allocation.
 	buf [2]grant
@@ -67,41 +70,26 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	setHeaders(w.Header(), v)
 	if v.refused != nil {
-		h.reject(w, r, v.refused)
+		h.reject(w, r, v)
 		return nil
 	}
 	h.registerSettlement(r, v.grants)
 	return next.ServeHTTP(newHeaderWriter(w, v), r)
 }
 
-// reject answers 429 for the policy that refused.
-func (h *Handler) reject(w http.ResponseWriter, r *http.Request, g *grant) {
-	setRetryHeaders(w.Header(), g.dec.RetryAfter)
-	e := apierror.New(http.StatusTooManyRequests, apierror.TypeRateLimit, rejectMessage(g.policy, g.dec.RetryAfter)).
-		WithCode("rate_limit_exceeded")
-	apierror.Write(w, e)
-	if h.logger == nil {
-		return
-	}
-	if ce := h.logger.Check(zap.DebugLevel, "rate limit exceeded"); ce != nil {
-		ce.Write(zap.String("policy_id", g.policy.ID),
-			zap.String("policy_type", g.policy.Type),
-			zap.Duration("retry_after", g.dec.RetryAfter),
-			zap.String("path", r.URL.Path))
-	}
-}
-
-// request is the per-request state of matching: the attributes, filled
-// lazily where filling them costs (metadata, and the model, which needs
-// the body).
+// request is the per-request state of matching: the attributes, of which
+// those that cost something to learn (routing, metadata, and the model,
+// which needs the body) are filled lazily, when a policy reads them.
 type request struct {
-	r         *http.Request
-	ctl       control
-	attrs     policies.Attributes
-	routeDone bool
-	mdDone    bool
-	bodyDone  bool
-	body      []byte
+	r     *http.Request
+	h     *Handler
+	attrs policies.Attributes
+	// hdr are the gateway headers, parsed by ingress.Parse on first need;
+	// nil when they are malformed (the gateway answers 400).
+	hdr      *ingress.Headers
+	hdrDone  bool
+	bodyDone bool
+	body     []byte
 	// size is the body's size in bytes, known even when the body was too
 	// large to read (from Content-Length or what was read).
 	size int64
@@ -159,8 +147,9 @@ func (h *Handler) admit(r *http.Request) (*verdict, error) {
 	if !ok {
 		return nil, nil
 	}
-	q := request{r: r, ctl: h.ctl}
+	q := request{r: r, h: h}
 	q.attrs.WorkspaceID, q.attrs.OrganisationID, q.attrs.APIKey = id.WorkspaceID, id.OrganisationID, id.Name
+	q.attrs.Pending = policies.PendingRouting | policies.PendingMetadata | policies.PendingModel
 
 	var buf [maxCandidates]*policies.Policy
 	cands := buf[:0]
@@ -193,139 +182,59 @@ func (h *Handler) admit(r *http.Request) (*verdict, error) {
 	return h.consume(ctx, &q, cands)
 }
 
-// fillRouting sets the attributes that say where the request goes:
-// provider, virtual key and saved config id, from the gateway headers the
-// way llm_gateway resolves them (config, then virtual key, then provider),
-// without parsing more than the top level of a config. It runs only when a
-// policy names one of them.
-func (q *request) fillRouting() {
-	q.routeDone = true
-	hdr := q.r.Header
-	a := &q.attrs
-	a.VirtualKey, _ = ingress.Get(hdr, ingress.VirtualKey)
-	a.Provider, _ = ingress.Get(hdr, ingress.Provider)
-	cfg, _ := ingress.Get(hdr, ingress.Config)
-	if cfg == "" {
-		if a.Provider == "" && a.VirtualKey != "" {
-			if s, ok := q.ctl.VirtualKey(a.VirtualKey); ok {
-				a.Provider = s.Provider
-			}
-		}
-		a.Provider = lower(a.Provider)
-		return
-	}
-	raw := []byte(nil)
-	if !strings.HasPrefix(cfg, "{") {
-		saved, ok := q.ctl.SavedConfig(cfg)
-		if !ok {
-			return // the gateway answers 404 for an unknown config id
-		}
-		a.ConfigID, raw = cfg, saved
-	}
-	// A config's top-level provider or virtual key names the provider of
-	// a single-target config; strategies with several targets have none.
-	var top []gjson.Result
-	if raw != nil {
-		top = gjson.GetManyBytes(raw, "provider", "virtual_key")
-	} else {
-		top = gjson.GetMany(cfg, "provider", "virtual_key")
-	}
-	if p := top[0].String(); p != "" {
-		a.Provider = p
-	} else if vk := top[1].String(); vk != "" {
-		if s, ok := q.ctl.VirtualKey(vk); ok {
-			a.Provider = s.Provider
-		}
-	}
-	a.Provider = lower(a.Provider)
-}
-
-// lower lower-cases ASCII without allocating when s is already lower case.
-func lower(s string) string {
-	for i := 0; i < len(s); i++ {
-		if 'A' <= s[i] && s[i] <= 'Z' {
-			return strings.ToLower(s)
-		}
-	}
-	return s
-}
-
 // match reports whether p applies to the request, or that it cannot tell
 // before the body is read: p tests or groups by the model, or counts
-// tokens (which needs the estimate).
+// tokens (which needs the estimate). The rules are policies.Policy.Match;
+// this only fills what it asks for.
 func (q *request) match(p *policies.Policy) int {
-	a := &q.attrs
-	if p.OrganisationID != "" && p.OrganisationID != a.OrganisationID {
-		// Same tenant isolation as policies.Policy.Matches; the request's
-		// organisation is always known here.
-		return noMatch
-	}
-	res := isMatch
-	for i := range p.Conditions {
-		c := &p.Conditions[i]
-		if c.Key == policies.KeyModel && !q.bodyDone {
-			res = needsBody
-			continue
-		}
-		q.need(c.Key)
-		v, ok := a.Get(c.Key)
-		if !ok || (c.Value != "*" && v != c.Value) {
-			return noMatch
-		}
-	}
-	if res == isMatch && !q.bodyDone {
-		if p.Type == policies.TypeTokens {
-			return needsBody
-		}
-		for i := range p.GroupBy {
-			if p.GroupBy[i].Key == policies.KeyModel {
+	for {
+		ok, need := p.Match(&q.attrs)
+		if need == 0 {
+			if !ok {
+				return noMatch
+			}
+			if !q.bodyDone && (p.Type == policies.TypeTokens || p.Needs()&policies.PendingModel != 0) {
 				return needsBody
 			}
+			return isMatch
 		}
-	}
-	return res
-}
-
-// need fills the lazily computed attribute that key reads, if not done.
-func (q *request) need(key string) {
-	switch key {
-	case policies.KeyProvider, policies.KeyVirtualKey, policies.KeyConfigID:
-		if !q.routeDone {
-			q.fillRouting()
+		if need&^policies.PendingModel == 0 {
+			return needsBody // the body is read once every policy was seen
 		}
-	default:
-		if !q.mdDone && strings.HasPrefix(key, policies.MetadataPrefix) {
-			q.parseMetadata()
-		}
+		q.fill(need &^ policies.PendingModel)
 	}
 }
 
-// parseMetadata reads the x-gateway-metadata header as llm_gateway does:
-// string values as they are, other JSON values as their JSON text, nulls
-// dropped. A malformed header leaves no metadata; the gateway rejects it.
-func (q *request) parseMetadata() {
-	q.mdDone = true
-	raw, _ := ingress.Get(q.r.Header, ingress.Metadata)
-	raw = strings.TrimSpace(raw)
-	if raw == "" || !gjson.Valid(raw) {
+// fill fills the attribute groups in need (not the model: readBody does).
+func (q *request) fill(need policies.Pending) {
+	a := &q.attrs
+	need &= a.Pending &^ policies.PendingModel
+	if need == 0 {
 		return
 	}
-	obj := gjson.Parse(raw)
-	if !obj.IsObject() {
+	a.Pending &^= need
+	hdr := q.headers()
+	if hdr == nil {
 		return
 	}
-	m := make(map[string]string, 4)
-	obj.ForEach(func(k, v gjson.Result) bool {
-		switch v.Type {
-		case gjson.Null:
-		case gjson.String:
-			m[k.String()] = v.Str
-		default:
-			m[k.String()] = v.Raw
+	if need&policies.PendingMetadata != 0 {
+		a.Metadata = hdr.Metadata
+	}
+	if need&policies.PendingRouting != 0 {
+		d := routing.DestinationOf(hdr, q.h.ctl, q.h.configs)
+		a.Provider, a.VirtualKey, a.ConfigID = d.Provider, d.VirtualKey, d.ConfigID
+	}
+}
+
+// headers parses the gateway headers as llm_gateway does, once.
+func (q *request) headers() *ingress.Headers {
+	if !q.hdrDone {
+		q.hdrDone = true
+		if hdr, err := ingress.Parse(q.r.Header); err == nil {
+			q.hdr = hdr
 		}
-		return true
-	})
-	q.attrs.Metadata = m
+	}
+	return q.hdr
 }
 
 // readBody reads a JSON body (bounded) for the model and the token
@@ -335,10 +244,11 @@ func (q *request) parseMetadata() {
 // put back untouched for the gateway to reject.
 func (h *Handler) readBody(q *request) {
 	q.bodyDone = true
+	q.attrs.Pending &^= policies.PendingModel
 	r := q.r
 	if b, ok := ingress.Body(r); ok {
 		q.body, q.size = b, int64(len(b))
-	} else if r.Body != nil && r.Body != http.NoBody && isJSON(r.Header.Get("Content-Type")) {
+	} else if r.Body != nil && r.Body != http.NoBody && jsonBody(r) {
 		if r.ContentLength > h.MaxRequestBody {
 			q.size = r.ContentLength
 		} else {
@@ -363,6 +273,19 @@ func (h *Handler) readBody(q *request) {
 	}
 }
 
+// jsonBody reports whether the request's body is JSON: not on the
+// operations whose bodies are multipart forms, and with a JSON
+// Content-Type.
+func jsonBody(r *http.Request) bool {
+	if path, ok := strings.CutPrefix(r.URL.Path, "/v1"); ok {
+		switch providers.OperationFor(r.Method, path) {
+		case providers.OpTranscriptions, providers.OpTranslations:
+			return false
+		}
+	}
+	return isJSON(r.Header.Get("Content-Type"))
+}
+
 // isJSON reports whether a Content-Type is JSON; an absent one is taken as
 // JSON, as the gateway does for its JSON operations.
 func isJSON(ct string) bool {
@@ -383,11 +306,10 @@ func (h *Handler) consume(ctx context.Context, q *request, cands []*policies.Pol
 	lim := h.ctl.Limiter()
 	v := new(verdict)
 	v.grants = v.buf[:0]
+	v.keyName, v.workspace = q.attrs.APIKey, q.attrs.WorkspaceID
 	estimate := int64(-1)
 	for _, p := range cands {
-		for i := range p.GroupBy {
-			q.need(p.GroupBy[i].Key)
-		}
+		q.fill(p.Needs())
 		limit := p.Limit()
 		cost := int64(1)
 		if p.Type == policies.TypeTokens {

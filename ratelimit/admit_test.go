@@ -36,6 +36,11 @@ func TestAdmitMatching(t *testing.T) {
 	}{
 		{name: "workspace", conds: cond("workspace_id", testWS), key: "key-alice", body: chatBody, match: true, wantKey: "api_key=alice"},
 		{name: "other org never matches", conds: cond("api_key", "*"), key: "key-carol", body: chatBody},
+		// Tenancy: a policy of alice's workspace never applies to another
+		// workspace of the same organisation, whatever its conditions say.
+		{name: "other workspace never matches", conds: cond("api_key", "*"), key: "key-dan", body: chatBody},
+		{name: "conditions naming another workspace", conds: cond("workspace_id", siblingWS), key: "key-dan", body: chatBody},
+		{name: "conditions naming another key", conds: cond("api_key", "dan"), key: "key-dan", body: chatBody},
 		{name: "unauthenticated passes to the gateway", conds: cond("api_key", "*"), key: "wrong", body: chatBody},
 		{name: "no key", conds: cond("api_key", "*"), key: "", body: chatBody},
 		{name: "api key name", conds: cond("api_key", "bob"), key: "key-alice", body: chatBody},
@@ -56,6 +61,16 @@ func TestAdmitMatching(t *testing.T) {
 			headers: []string{"X-Gateway-Config", "cfg-1"}, match: true},
 		{name: "inline config is no config id", conds: cond("config_id", "*"), key: "key-alice", body: chatBody,
 			headers: []string{"X-Gateway-Config", `{"provider":"openai","api_key":"x"}`}},
+		{name: "inline config virtual key", conds: cond("provider", "anthropic", "virtual_key", "vk-anthropic"), key: "key-alice", body: chatBody,
+			headers: []string{"X-Gateway-Config", `{"virtual_key":"vk-anthropic"}`}, match: true},
+		{name: "config over provider header", conds: cond("provider", "anthropic"), key: "key-alice", body: chatBody,
+			headers: []string{"X-Gateway-Config", `{"virtual_key":"vk-anthropic"}`, "X-Gateway-Provider", "openai"}, match: true},
+		{name: "strategy over two providers has none", conds: cond("provider", "*"), key: "key-alice", body: chatBody,
+			headers: []string{"X-Gateway-Config", `{"strategy":{"mode":"fallback"},"targets":[{"provider":"openai","api_key":"x"},{"virtual_key":"vk-anthropic"}]}`}},
+		{name: "strategy over one provider", conds: cond("provider", "openai"), key: "key-alice", body: chatBody,
+			headers: []string{"X-Gateway-Config", `{"strategy":{"mode":"fallback"},"targets":[{"provider":"openai","api_key":"x"},{"provider":"openai","api_key":"y"}]}`}, match: true},
+		{name: "malformed headers match no routing", conds: cond("provider", "openai"), key: "key-alice", body: chatBody,
+			headers: []string{"X-Gateway-Provider", "openai", "X-Gateway-Request-Timeout", "soon"}},
 		{name: "inline config provider", conds: cond("provider", "openai"), key: "key-alice", body: chatBody,
 			headers: []string{"X-Gateway-Config", `{"provider":"openai","api_key":"x"}`}, match: true},
 	}

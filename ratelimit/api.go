@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
@@ -154,6 +155,7 @@ func listPolicies(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	all = slices.DeleteFunc(all, func(p *policies.Policy) bool { return !owned(p, c) })
 	start := 0
 	if after := q.Get("after"); after != "" {
 		// Find the cursor in the unfiltered, ordered listing, so a cursor
@@ -346,10 +348,17 @@ func lookup(r *http.Request, c *controlplane.Caller) (*policies.Policy, error) {
 		return nil, &policies.FieldError{Field: pathParam, Message: "must be a UUID"}
 	}
 	p, err := c.App.Policies().Get(r.Context(), id)
-	if errors.Is(err, policies.ErrNotFound) || (err == nil && p.WorkspaceID != c.Identity.WorkspaceID) {
+	if errors.Is(err, policies.ErrNotFound) || (err == nil && !owned(p, c)) {
 		return nil, &notFoundError{id: id}
 	}
 	return p, err
+}
+
+// owned reports whether p is a record of the caller's tenant: the same
+// rule as enforcement (policies.Policy.InScope), and never a record without
+// a tenant, which only the Caddyfile declares.
+func owned(p *policies.Policy, c *controlplane.Caller) bool {
+	return p.WorkspaceID != "" && p.OrganisationID != "" && p.InScope(c.Identity.WorkspaceID, c.Identity.OrganisationID)
 }
 
 // statusQuery reads ?status=, which must be active or archived.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 )
 
@@ -76,3 +78,31 @@ var longName = func() string {
 	}
 	return string(b)
 }()
+
+// TestOwned checks the policy API's tenancy rule: a record is the
+// caller's only when both its workspace and its organisation are the
+// key's, and records without a tenant (Caddyfile policies) are never
+// reachable through the API.
+func TestOwned(t *testing.T) {
+	tests := []struct {
+		name    string
+		ws, org string
+		caller  *app.Identity
+		want    bool
+	}{
+		{"own", testWS, testOrg, testAlice, true},
+		{"another key of the workspace", testWS, testOrg, testBob, true},
+		{"another workspace of the organisation", testWS, testOrg, testDan, false},
+		{"another organisation", testWS, testOrg, testCarol, false},
+		{"same workspace id in another organisation", testWS, otherOrg, testAlice, false},
+		{"no tenant", "", "", testAlice, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &policies.Policy{WorkspaceID: tt.ws, OrganisationID: tt.org}
+			if got := owned(p, &controlplane.Caller{Identity: tt.caller}); got != tt.want {
+				t.Fatalf("owned = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

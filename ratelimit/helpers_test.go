@@ -16,12 +16,15 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/redistest"
+	// The providers the gateway knows, which routing resolution checks.
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/providers/all"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 )
 
-// Test identities: alice and bob share a workspace, carol is another
-// organisation.
+// Test identities: alice and bob share a workspace, dan is another
+// workspace of their organisation, carol is another organisation.
 var (
 	testWS    = "11111111-1111-4111-8111-111111111111"
 	testOrg   = "22222222-2222-4222-8222-222222222222"
@@ -30,6 +33,8 @@ var (
 	testAlice = &app.Identity{Name: "alice", WorkspaceID: testWS, OrganisationID: testOrg}
 	testBob   = &app.Identity{Name: "bob", WorkspaceID: testWS, OrganisationID: testOrg}
 	testCarol = &app.Identity{Name: "carol", WorkspaceID: otherWS, OrganisationID: otherOrg}
+	siblingWS = "55555555-5555-4555-8555-555555555555"
+	testDan   = &app.Identity{Name: "dan", WorkspaceID: siblingWS, OrganisationID: testOrg}
 )
 
 // fakeControl stands in for the llm app.
@@ -60,7 +65,7 @@ func (f *fakeControl) VirtualKey(name string) (*providers.Settings, bool) {
 
 func newControl() *fakeControl {
 	return &fakeControl{
-		keys:    map[string]*app.Identity{"key-alice": testAlice, "key-bob": testBob, "key-carol": testCarol},
+		keys:    map[string]*app.Identity{"key-alice": testAlice, "key-bob": testBob, "key-carol": testCarol, "key-dan": testDan},
 		store:   policies.NewMemoryStore(policies.StoreConfig{}),
 		limiter: policies.NewMemoryLimiter(),
 		vks:     map[string]*providers.Settings{"vk-anthropic": {Provider: "anthropic"}},
@@ -72,7 +77,8 @@ func newControl() *fakeControl {
 // Caddyfile policies.
 func newHandler(tb testing.TB, ctl control, static ...*StaticPolicy) *Handler {
 	tb.Helper()
-	h := &Handler{Policies: static, MaxRequestBody: DefaultMaxRequestBody, ctl: ctl, logger: zap.NewNop(), st: new(state)}
+	h := &Handler{Policies: static, MaxRequestBody: DefaultMaxRequestBody, ctl: ctl, logger: zap.NewNop(), st: new(state),
+		configs: routing.NewConfigCache(1024)}
 	var err error
 	if h.static, err = buildStatic(static); err != nil {
 		tb.Fatal(err)

@@ -26,6 +26,7 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 )
 
 // DefaultMaxRequestBody is the largest body the handler reads to learn the
@@ -55,7 +56,10 @@ type Handler struct {
 
 	ctl    control
 	static []*policies.Policy
-	logger *zap.Logger
+	// configs memoises the inline configs resolved for policies that
+	// read the provider, virtual key or config id.
+	configs *routing.ConfigCache
+	logger  *zap.Logger
 	// st is the state shared by the handler's requests, behind a pointer
 	// so the handler value, which Caddy copies, holds no atomics.
 	st *state
@@ -116,6 +120,7 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	h.st = new(state)
+	h.configs = routing.NewConfigCache(1024)
 	if h.MaxRequestBody <= 0 {
 		h.MaxRequestBody = DefaultMaxRequestBody
 	}
@@ -124,6 +129,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("loading llm app: %v", err)
 	}
 	h.ctl = appControl{a.(*app.App)}
+	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
+		return fmt.Errorf("registering metrics: %v", err)
+	}
 	h.static, err = buildStatic(h.Policies)
 	return err
 }
