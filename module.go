@@ -16,6 +16,8 @@ import (
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/ratelimit"
 	// Management APIs register their control-plane routes.
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/prompts/promptapi"
+	// The llm_secrets log field filter masks credential headers in logs.
+	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/logfilter"
 	// The dynamic upstream source registers itself as a Caddy module.
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/upstream"
 )

@@ -126,6 +126,8 @@ func (a *App) Provision(ctx caddy.Context) error {
 		a.keys = append(a.keys, resolvedKey{digest: digest, id: id})
 	}
 
+	// Models named in the configuration keep their own metric label.
+	var models []string
 	a.virtualKeys = make(map[string]*providers.Settings, len(a.VirtualKeys))
 	for name, vk := range a.VirtualKeys {
 		if vk == nil || vk.Provider == "" {
@@ -136,8 +138,16 @@ func (a *App) Provision(ctx caddy.Context) error {
 		}
 		resolved := *vk
 		resolved.Provider = strings.ToLower(resolved.Provider)
-		replaceStrings(repl, &resolved)
+		if err := replaceStrings(repl, &resolved); err != nil {
+			return fmt.Errorf("virtual key %q: %v", name, err)
+		}
+		if err := checkCredentials(&resolved); err != nil {
+			return fmt.Errorf("virtual key %q: %v", name, err)
+		}
 		a.virtualKeys[name] = &resolved
+		for _, d := range resolved.Deployments {
+			models = append(models, d.Alias)
+		}
 	}
 
 	a.configs = make(map[string][]byte, len(a.Configs))
@@ -150,7 +160,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 			return fmt.Errorf("config %q: %v", id, err)
 		}
 		a.configs[id] = body
+		models = append(models, observe.ModelsInConfig(body)...)
 	}
+	observe.SetConfiguredModels(models)
 	return a.provisionPrompts(ctx)
 }
 
@@ -206,14 +218,72 @@ func keyDigest(repl *caddy.Replacer, key string) ([sha256.Size]byte, error) {
 	return sha256.Sum256([]byte(resolved)), nil
 }
 
-// replaceStrings resolves placeholders in every string field of s.
-func replaceStrings(repl *caddy.Replacer, s *providers.Settings) {
+// replaceStrings resolves placeholders in every string field of s. A
+// placeholder that resolves to nothing (an unset {env.VAR}) fails the
+// load, naming the field and the placeholder, never a value: a virtual
+// key with a missing credential would otherwise start and fail every
+// request later with a misleading message.
+func replaceStrings(repl *caddy.Replacer, s *providers.Settings) error {
 	v := reflect.ValueOf(s).Elem()
+	t := v.Type()
 	for i := 0; i < v.NumField(); i++ {
-		if f := v.Field(i); f.Kind() == reflect.String && strings.Contains(f.String(), "{") {
-			f.SetString(repl.ReplaceAll(f.String(), ""))
+		f := v.Field(i)
+		if f.Kind() != reflect.String || !strings.Contains(f.String(), "{") {
+			continue
 		}
+		for _, ph := range placeholders(f.String()) {
+			if repl.ReplaceAll(ph, "") == "" {
+				return fmt.Errorf("%s: %s is empty (is %s set?)", jsonName(t.Field(i)), ph, placeholderSubject(ph))
+			}
+		}
+		f.SetString(repl.ReplaceAll(f.String(), ""))
 	}
+	return nil
+}
+
+// placeholders returns the {…} placeholders in s.
+func placeholders(s string) []string {
+	var out []string
+	for {
+		i := strings.IndexByte(s, '{')
+		if i < 0 {
+			return out
+		}
+		j := strings.IndexByte(s[i:], '}')
+		if j < 0 {
+			return out
+		}
+		out = append(out, s[i:i+j+1])
+		s = s[i+j+1:]
+	}
+}
+
+// placeholderSubject names what an empty placeholder depends on.
+func placeholderSubject(ph string) string {
+	if v, ok := strings.CutPrefix(strings.Trim(ph, "{}"), "env."); ok {
+		return "environment variable " + v
+	}
+	return "its value"
+}
+
+func jsonName(f reflect.StructField) string {
+	if n, _, _ := strings.Cut(f.Tag.Get("json"), ","); n != "" && n != "-" {
+		return n
+	}
+	return f.Name
+}
+
+// checkCredentials refuses a virtual key whose credentials are half given:
+// an access key id without its secret (or the reverse) would fail every
+// request at the provider.
+func checkCredentials(s *providers.Settings) error {
+	if (s.CloudAAccessKeyID == "") != (s.CloudASecretAccessKey == "") {
+		return fmt.Errorf("clouda_access_key_id and clouda_secret_access_key must be given together")
+	}
+	if s.CloudASessionToken != "" && s.CloudAAccessKeyID == "" {
+		return fmt.Errorf("clouda_session_token needs clouda_access_key_id and clouda_secret_access_key")
+	}
+	return nil
 }
 
 // loadConfig accepts an inline JSON object or a JSON string naming a file.

@@ -1,6 +1,7 @@
 // Package controlplane routes the gateway's management APIs (rate-limit
-// policies, prompts) that the gateway answers itself, without calling a
-// provider. Feature packages register their routes at init, as provider
+// policies, prompts, feedback) that the gateway answers itself, without
+// calling a provider, and claims the Portkey control-plane APIs it does
+// not serve so they are never forwarded to a provider. Feature packages register their routes at init, as provider
 // packages register providers; llm_gateway hands matching requests here
 // after authenticating them.
 package controlplane
@@ -71,6 +72,10 @@ func Serve(w http.ResponseWriter, r *http.Request, c *Caller) {
 		mux.ServeHTTP(w, r)
 		return
 	}
+	if isUnserved(r.URL.Path) {
+		notServed(w, r.URL.Path)
+		return
+	}
 	// Answer misses in the OpenAI envelope, telling a wrong method from an
 	// unknown path.
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch} {
@@ -80,11 +85,11 @@ func Serve(w http.ResponseWriter, r *http.Request, c *Caller) {
 		_, p := mux.Handler(probe)
 		mu.RUnlock()
 		if p != "" {
-			apierror.Write(w, apierror.Newf(http.StatusMethodNotAllowed, apierror.TypeInvalidRequest, "method %s is not allowed on %s", r.Method, r.URL.Path))
+			apierror.Write(w, apierror.Newf(http.StatusMethodNotAllowed, apierror.TypeInvalidRequest, "method %s is not allowed on %s", r.Method, apierror.QuotePath(r.URL.Path)))
 			return
 		}
 	}
-	apierror.Write(w, apierror.Newf(http.StatusNotFound, apierror.TypeNotFound, "unknown endpoint %s", r.URL.Path))
+	apierror.Write(w, apierror.Newf(http.StatusNotFound, apierror.TypeNotFound, "unknown endpoint %s", apierror.QuotePath(r.URL.Path)))
 }
 
 // From returns the caller of a control-plane request.

@@ -6,6 +6,7 @@ package ingress
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 )
 
 // Prefixes accepted for gateway headers.
@@ -45,6 +47,28 @@ const (
 	CloudASecretKey    = "clouda-secret-access-key"
 	CloudASessionToken = "clouda-session-token"
 	CloudARegion       = "clouda-region"
+)
+
+// Bounds on header values. A value beyond them is a 400 naming the header;
+// no error message ever quotes a header value.
+const (
+	// MaxRequestTimeoutMS is the largest x-gateway-request-timeout: 24
+	// hours. Larger values would overflow time.Duration (about 9.2e12 ms)
+	// into an instant timeout, and no LLM call legitimately runs longer.
+	MaxRequestTimeoutMS = 24 * 60 * 60 * 1000
+	// MaxMetadataBytes bounds the x-gateway-metadata JSON object.
+	MaxMetadataBytes = 16 << 10
+	// MaxForwardHeaders bounds the names in x-gateway-forward-headers.
+	MaxForwardHeaders = 64
+	// MaxForwardHeadersBytes bounds the x-gateway-forward-headers value.
+	MaxForwardHeadersBytes = 8 << 10
+	// MaxTraceIDBytes bounds x-gateway-trace-id, which is echoed in every
+	// response and log line of the request.
+	MaxTraceIDBytes = 256
+	// MaxSlugBytes bounds x-gateway-provider (a provider slug).
+	MaxSlugBytes = 64
+	// MaxVirtualKeyBytes bounds x-gateway-virtual-key (a virtual key name).
+	MaxVirtualKeyBytes = 128
 )
 
 // Headers is what the client said in its gateway headers. It is parsed
@@ -129,13 +153,22 @@ func Parse(h http.Header) (*Headers, error) {
 	}
 	out.APIKey = get(APIKey)
 	out.Provider = get(Provider)
+	if out.Provider != "" && !isName(out.Provider, MaxSlugBytes) {
+		return nil, apierror.BadRequest(Prefix+Provider, "header %s%s must be a provider slug (at most %d letters, digits, '-', '_', '.')", Prefix, Provider, MaxSlugBytes)
+	}
 	if hasUpper(out.Provider) {
 		out.Provider = strings.ToLower(out.Provider)
 	}
 	out.VirtualKey = get(VirtualKey)
+	if out.VirtualKey != "" && !isName(out.VirtualKey, MaxVirtualKeyBytes) {
+		return nil, apierror.BadRequest(Prefix+VirtualKey, "header %s%s must be a virtual key name (at most %d letters, digits, '-', '_', '.', ':')", Prefix, VirtualKey, MaxVirtualKeyBytes)
+	}
 	out.Config = get(Config)
 	out.CustomHost = get(CustomHost)
 	out.TraceID = get(TraceID)
+	if len(out.TraceID) > MaxTraceIDBytes {
+		return nil, apierror.BadRequest(Prefix+TraceID, "header %s%s must be at most %d bytes", Prefix, TraceID, MaxTraceIDBytes)
+	}
 	out.CacheNamespace = get(CacheNamespace)
 	if vs := h["Authorization"]; len(vs) > 0 {
 		out.Authorization = BearerToken(vs[0])
@@ -156,16 +189,16 @@ func Parse(h http.Header) (*Headers, error) {
 		out.ForceRefresh = b
 	}
 	if v := get(RequestTimeout); v != "" {
-		ms, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || ms <= 0 {
-			return nil, apierror.BadRequest(Prefix+RequestTimeout, "header %s%s must be a positive integer of milliseconds", Prefix, RequestTimeout)
+		ms, err := ParseTimeoutMS(v)
+		if err != nil {
+			return nil, err
 		}
 		out.RequestTimeoutMS = ms
 	}
 	if v := get(ForwardHeaders); v != "" {
 		fh, err := parseList(v)
 		if err != nil {
-			return nil, apierror.BadRequest(Prefix+ForwardHeaders, "header %s%s must be a comma-separated list or a JSON array of header names", Prefix, ForwardHeaders)
+			return nil, apierror.BadRequest(Prefix+ForwardHeaders, "header %s%s must be a comma-separated list or a JSON array of at most %d header names (%d bytes)", Prefix, ForwardHeaders, MaxForwardHeaders, MaxForwardHeadersBytes)
 		}
 		out.ForwardHeaders = fh
 	}
@@ -190,8 +223,27 @@ func BearerToken(v string) string {
 	return v
 }
 
+// ParseTimeoutMS reads an x-gateway-request-timeout value: a positive
+// integer of milliseconds up to MaxRequestTimeoutMS. Anything else is a
+// 400 naming the header and the bound.
+func ParseTimeoutMS(v string) (int64, error) {
+	ms, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || ms <= 0 || ms > MaxRequestTimeoutMS {
+		return 0, apierror.BadRequest(Prefix+RequestTimeout, "header %s%s must be a positive integer of milliseconds, at most %d (24 hours)", Prefix, RequestTimeout, MaxRequestTimeoutMS)
+	}
+	return ms, nil
+}
+
+// ParseMetadata reads an x-gateway-metadata value: a JSON object of at
+// most MaxMetadataBytes, nested at most jsonlimit.MaxDepth levels (checked
+// without recursion before gjson walks it). String values are kept as
+// they are, other values as their JSON text, nulls dropped.
+func ParseMetadata(v string) (map[string]string, error) {
+	return parseMetadata(strings.TrimSpace(v))
+}
+
 func parseMetadata(v string) (map[string]string, error) {
-	if !gjson.Valid(v) {
+	if len(v) > MaxMetadataBytes || jsonlimit.Check([]byte(v)) != nil {
 		return nil, badMetadata()
 	}
 	obj := gjson.Parse(v)
@@ -213,25 +265,73 @@ func parseMetadata(v string) (map[string]string, error) {
 }
 
 func badMetadata() error {
-	return apierror.BadRequest(Prefix+Metadata, "header %s%s must be a JSON object", Prefix, Metadata)
+	return apierror.BadRequest(Prefix+Metadata, "header %s%s must be a JSON object of at most %d bytes, nested at most %d levels", Prefix, Metadata, MaxMetadataBytes, jsonlimit.MaxDepth)
 }
 
+var errList = errors.New("bad header list")
+
+// parseList reads a comma-separated list or a JSON array of header names,
+// bounded in size and count; every name must be an HTTP token.
 func parseList(v string) ([]string, error) {
+	if len(v) > MaxForwardHeadersBytes {
+		return nil, errList
+	}
+	var out []string
 	if strings.HasPrefix(v, "[") {
-		var out []string
+		if jsonlimit.CheckDepth([]byte(v), 1) != nil {
+			return nil, errList
+		}
 		if err := json.Unmarshal([]byte(v), &out); err != nil {
 			return nil, err
 		}
-		return out, nil
+	} else {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
 	}
-	parts := strings.Split(v, ",")
-	out := parts[:0]
-	for _, p := range parts {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
+	if len(out) > MaxForwardHeaders {
+		return nil, errList
+	}
+	for _, name := range out {
+		if !isToken(name) {
+			return nil, errList
 		}
 	}
 	return out, nil
+}
+
+// isToken reports whether s is an HTTP header name (RFC 9110 token).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' {
+			continue
+		}
+		if !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
+			return false
+		}
+	}
+	return true
+}
+
+// isName reports whether s is a slug or record name: at most max letters,
+// digits, '-', '_', '.' or ':'.
+func isName(s string, max int) bool {
+	if len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
+			return false
+		}
+	}
+	return true
 }
 
 // IsGatewayHeader reports whether name (any case) is one of the gateway's

@@ -3,6 +3,7 @@ package ingress
 import (
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
@@ -109,6 +110,32 @@ func TestParse(t *testing.T) {
 		{name: "timeout negative", headers: map[string]string{"x-gateway-request-timeout": "-5"}, errIn: "x-gateway-request-timeout"},
 		{name: "force refresh garbage", headers: map[string]string{"x-gateway-cache-force-refresh": "maybe"}, errIn: "x-gateway-cache-force-refresh"},
 		{name: "forward headers bad JSON", headers: map[string]string{"x-gateway-forward-headers": `["a"`}, errIn: "x-gateway-forward-headers"},
+		{name: "forward headers nested JSON", headers: map[string]string{"x-gateway-forward-headers": `[["a"]]`}, errIn: "x-gateway-forward-headers"},
+		{name: "forward headers deep JSON", headers: map[string]string{"x-gateway-forward-headers": strings.Repeat("[", 100000)}, errIn: "x-gateway-forward-headers"},
+		{name: "forward headers not tokens", headers: map[string]string{"x-gateway-forward-headers": "X-A, bad name"}, errIn: "x-gateway-forward-headers"},
+		{name: "forward headers too many", headers: map[string]string{"x-gateway-forward-headers": strings.Repeat("X-A,", MaxForwardHeaders+1)}, errIn: "x-gateway-forward-headers"},
+		{name: "timeout zero", headers: map[string]string{"x-gateway-request-timeout": "0"}, errIn: "x-gateway-request-timeout"},
+		{name: "timeout fractional", headers: map[string]string{"x-gateway-request-timeout": "1.5"}, errIn: "x-gateway-request-timeout"},
+		{name: "timeout overflows a duration", headers: map[string]string{"x-gateway-request-timeout": "9300000000000"}, errIn: "x-gateway-request-timeout"},
+		{name: "timeout beyond int64", headers: map[string]string{"x-gateway-request-timeout": "99999999999999999999"}, errIn: "x-gateway-request-timeout"},
+		{name: "timeout one past the maximum", headers: map[string]string{"x-gateway-request-timeout": "86400001"}, errIn: "x-gateway-request-timeout"},
+		{name: "timeout alias prefix checked too", headers: map[string]string{"x-portkey-request-timeout": "9300000000000"}, errIn: "x-gateway-request-timeout"},
+		{name: "metadata too deep", headers: map[string]string{"x-gateway-metadata": `{"a":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`}, errIn: "x-gateway-metadata"},
+		{name: "metadata too large", headers: map[string]string{"x-gateway-metadata": `{"a":"` + strings.Repeat("x", MaxMetadataBytes) + `"}`}, errIn: "x-gateway-metadata"},
+		{name: "metadata invalid UTF-8", headers: map[string]string{"x-gateway-metadata": "{\"a\":\"\xff\"}"}, errIn: "x-gateway-metadata"},
+		{name: "provider not a slug", headers: map[string]string{"x-gateway-provider": `{"api_key":"sk-leak"}`}, errIn: "x-gateway-provider"},
+		{name: "provider too long", headers: map[string]string{"x-gateway-provider": strings.Repeat("a", MaxSlugBytes+1)}, errIn: "x-gateway-provider"},
+		{name: "virtual key not a name", headers: map[string]string{"x-gateway-virtual-key": "vk with spaces"}, errIn: "x-gateway-virtual-key"},
+		{name: "trace id too long", headers: map[string]string{"x-gateway-trace-id": strings.Repeat("t", MaxTraceIDBytes+1)}, errIn: "x-gateway-trace-id"},
+		{
+			name:    "timeout at the maximum",
+			headers: map[string]string{"x-gateway-request-timeout": "86400000"},
+			check: func(t *testing.T, h *Headers) {
+				if h.RequestTimeoutMS != MaxRequestTimeoutMS {
+					t.Fatalf("timeout %d", h.RequestTimeoutMS)
+				}
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -121,6 +148,15 @@ func TestParse(t *testing.T) {
 				e, ok := err.(*apierror.Error)
 				if !ok || e.Status != 400 || e.Param != tt.errIn {
 					t.Fatalf("want 400 on %s, got %v", tt.errIn, err)
+				}
+				// The message never quotes the value.
+				for _, v := range tt.headers {
+					if len(v) > 3 && strings.Contains(e.Message, v) {
+						t.Fatalf("message quotes the header value: %s", e.Message)
+					}
+				}
+				if len(e.Message) > 300 {
+					t.Fatalf("message of %d bytes", len(e.Message))
 				}
 				return
 			}

@@ -13,9 +13,11 @@ import (
 // re-registering the same collectors keeps counters monotonic across
 // reloads (research/caddy.md §4.3).
 //
-// Labels never carry keys or tenants. The model label is recorded only for
-// answers a provider accepted, so a client cannot grow the label space
-// with made-up model names.
+// Labels never carry keys or tenants. Every label value comes from a
+// bounded set: operations and outcomes are enums, providers are registered
+// slugs, and model names are bounded as labels.go describes (configured
+// models, then the first MaxSeenModels seen, then "_other"); the model
+// label is also recorded only for answers a provider accepted.
 var (
 	durationBuckets = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
 	tokenBuckets    = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304}
@@ -71,10 +73,11 @@ func (e *Entry) record(now time.Time) {
 	if provider == "" {
 		provider = "gateway"
 	}
+	provider = providerLabel(provider)
 	op := string(e.Operation)
 	requestsTotal.WithLabelValues(provider, op, strconv.Itoa(e.Status)).Inc()
 	for _, a := range e.Attempts {
-		attemptsTotal.WithLabelValues(a.Provider, a.Outcome).Inc()
+		attemptsTotal.WithLabelValues(providerLabel(a.Provider), a.Outcome).Inc()
 	}
 	errType := ""
 	if e.Status >= 400 || e.Status == 0 {
@@ -85,10 +88,7 @@ func (e *Entry) record(now time.Time) {
 		timeToFirstChunk.WithLabelValues(op, provider).Observe(e.FirstByte.Sub(e.Start).Seconds())
 	}
 	if e.Usage != nil && e.Status >= 200 && e.Status < 300 {
-		model := e.Model
-		if len(model) > 128 {
-			model = model[:128]
-		}
+		model := models.label(e.Model)
 		tokenUsage.WithLabelValues(op, provider, model, "input").Observe(float64(e.Usage.PromptTokens))
 		tokenUsage.WithLabelValues(op, provider, model, "output").Observe(float64(e.Usage.CompletionTokens))
 	}

@@ -1,0 +1,66 @@
+package app
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+)
+
+func TestReplaceStringsRefusesEmptyPlaceholders(t *testing.T) {
+	t.Setenv("APP_TEST_SET", "sk-app-test-value")
+	tests := []struct {
+		name    string
+		s       providers.Settings
+		wantErr []string
+	}{
+		{name: "set", s: providers.Settings{APIKey: "{env.APP_TEST_SET}"}},
+		{name: "literal", s: providers.Settings{APIKey: "sk-literal"}},
+		{name: "unset", s: providers.Settings{APIKey: "{env.APP_TEST_UNSET_XYZ}"}, wantErr: []string{"api_key", "{env.APP_TEST_UNSET_XYZ}", "environment variable APP_TEST_UNSET_XYZ"}},
+		{name: "unset inside", s: providers.Settings{APIKey: "{env.APP_TEST_SET}", CustomHost: "http://h:{env.APP_TEST_UNSET_PORT}/v1"}, wantErr: []string{"custom_host", "APP_TEST_UNSET_PORT"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := tt.s
+			err := replaceStrings(caddy.NewReplacer(), &s)
+			if len(tt.wantErr) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tt.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q: %v", w, err)
+				}
+			}
+			if strings.Contains(err.Error(), "sk-app-test-value") {
+				t.Fatalf("error holds a value: %v", err)
+			}
+		})
+	}
+}
+
+func TestCheckCredentials(t *testing.T) {
+	tests := []struct {
+		s  providers.Settings
+		ok bool
+	}{
+		{providers.Settings{}, true},
+		{providers.Settings{CloudAAccessKeyID: "a", CloudASecretAccessKey: "b"}, true},
+		{providers.Settings{CloudAAccessKeyID: "a", CloudASecretAccessKey: "b", CloudASessionToken: "c"}, true},
+		{providers.Settings{CloudAAccessKeyID: "a"}, false},
+		{providers.Settings{CloudASecretAccessKey: "b"}, false},
+		{providers.Settings{CloudASessionToken: "c"}, false},
+	}
+	for i, tt := range tests {
+		if err := checkCredentials(&tt.s); (err == nil) != tt.ok {
+			t.Errorf("case %d: err %v", i, err)
+		}
+	}
+}

@@ -1,0 +1,99 @@
+package observe
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+)
+
+func TestModelLabelBound(t *testing.T) {
+	m := newModelLabels(3)
+	m.setConfigured([]string{"gpt-configured"})
+	tests := []struct{ in, want string }{
+		{"a", "a"},
+		{"b", "b"},
+		{"a", "a"},
+		{"c", "c"},
+		{"d", OtherLabel}, // past the bound
+		{"b", "b"},        // seen before the bound: kept
+		{"gpt-configured", "gpt-configured"},
+		{"", ""},
+		{strings.Repeat("x", MaxLabelBytes+1), OtherLabel},
+		{"bad\xffutf8", OtherLabel},
+	}
+	for _, tt := range tests {
+		if got := m.label(tt.in); got != tt.want {
+			t.Errorf("label(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	// A reload replaces the configured set but keeps the seen one.
+	m.setConfigured([]string{"other-configured"})
+	if got := m.label("gpt-configured"); got != OtherLabel {
+		t.Errorf("dropped configured model still labelled %q", got)
+	}
+	if got := m.label("a"); got != "a" {
+		t.Errorf("seen model lost on reload: %q", got)
+	}
+}
+
+func TestModelsInConfig(t *testing.T) {
+	cfg := `{"strategy":{"mode":"fallback"},"override_params":{"model":"top"},
+	  "targets":[{"provider":"openai","override_params":{"model":"gpt-4o"}},
+	             {"strategy":{"mode":"loadbalance"},"targets":[{"provider":"anthropic","override_params":{"model":"claude-x","temperature":1}}]}]}`
+	got := ModelsInConfig([]byte(cfg))
+	sort.Strings(got)
+	if want := []string{"claude-x", "gpt-4o", "top"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("models %v, want %v", got, want)
+	}
+}
+
+// TestTokenUsageSeriesBounded records answers for 1,000 distinct model
+// names and counts the series the token histogram exports.
+func TestTokenUsageSeriesBounded(t *testing.T) {
+	var slug string
+	for _, s := range []string{"openai", "groq", "anthropic"} {
+		if _, ok := providers.Lookup(s); ok {
+			slug = s
+			break
+		}
+	}
+	start := time.Now()
+	for i := 0; i < 1000; i++ {
+		e := &Entry{Provider: "not-a-provider-" + fmt.Sprint(i), Operation: "chat.completions", Status: 200, Start: start,
+			Model: fmt.Sprintf("made-up-model-%d", i), Usage: &providers.Usage{PromptTokens: 1, CompletionTokens: 1}}
+		if slug != "" && i%2 == 0 {
+			e.Provider = slug
+		}
+		e.record(start)
+	}
+	// 2 token types × (MaxSeenModels + "_other") × at most 2 providers.
+	if n := series(t, tokenUsage); n > 2*(MaxSeenModels+1)*2 {
+		t.Fatalf("%d token usage series for 1000 models", n)
+	}
+	if n := series(t, requestsTotal); n > 2 {
+		t.Fatalf("%d request series: provider label not bounded", n)
+	}
+}
+
+// series counts the label sets c exports.
+func series(t *testing.T, c prometheus.Collector) int {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, mf := range mfs {
+		n += len(mf.GetMetric())
+	}
+	return n
+}
