@@ -74,7 +74,7 @@ func TestSemanticCacheFlow(t *testing.T) {
 	}
 	defer store.Close()
 	s := step{exact: store, index: NewIndex(Config{}), emb: fakeEmbedder{
-		"user: What is the capital of France?": axis(64, 0),
+		"user: What is the capital of France?":  axis(64, 0),
 		"user: Which city is France's capital?": at(64, 0, 0.97),
 		"user: What is the capital of Spain?":   at(64, 0, 0.90),
 	}}
