@@ -166,7 +166,8 @@ var (
 // Add indexes vec in partition p as pointing at exactKey until expiresAt.
 // Adding a key the partition holds replaces its vector and expiry. A
 // vector of another dimension than the partition's empties the partition
-// first (the embedding model changed; old vectors are not comparable).
+// first (the embedding model changed; old vectors are not comparable). An
+// entry already expired is not added.
 func (ix *Index) Add(p Partition, vec []float32, exactKey string, expiresAt time.Time) error {
 	v, ok := normalized(vec)
 	if !ok {

@@ -157,6 +157,7 @@ func TestPartitionCap(t *testing.T) {
 	if !has(ix, "q", "q0") || ix.Len() != 4 {
 		t.Fatalf("Len = %d, want 4", ix.Len())
 	}
+	checkInvariants(t, ix)
 }
 
 func TestMemoryBudgetEvictsOldest(t *testing.T) {
@@ -234,6 +235,31 @@ func TestConcurrentUse(t *testing.T) {
 	wg.Wait()
 	if ix.Bytes() > 40*EntryBytes(8, 3) {
 		t.Fatalf("over budget: %d", ix.Bytes())
+	}
+	checkInvariants(t, ix)
+}
+
+// checkInvariants verifies the bookkeeping: every entry in its slot, the
+// maps, the order list and the byte count agree.
+func checkInvariants(t *testing.T, ix *Index) {
+	t.Helper()
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	n, bytes := 0, int64(0)
+	for id, pt := range ix.parts {
+		if len(pt.ents) == 0 || pt.id != id || len(pt.vecs) != len(pt.ents)*pt.dim || len(pt.byKey) != len(pt.ents) {
+			t.Fatalf("partition %q inconsistent", id)
+		}
+		for i, e := range pt.ents {
+			if e.slot != i || e.part != pt || pt.byKey[e.key] != e {
+				t.Fatalf("entry %q in slot %d inconsistent", e.key, i)
+			}
+			n++
+			bytes += EntryBytes(pt.dim, len(e.key))
+		}
+	}
+	if n != ix.order.Len() || bytes != ix.bytes {
+		t.Fatalf("%d entries, %d in order; %d bytes, %d counted", n, ix.order.Len(), bytes, ix.bytes)
 	}
 }
 
