@@ -52,7 +52,7 @@ func filledIndex(b *testing.B, r *rand.Rand, n, dim int) (*Index, [][]float32) {
 // BenchmarkSemanticLookup is the lookup cost of a semantic hit and miss
 // (an exact scan of the partition, so both cost the same).
 func BenchmarkSemanticLookup(b *testing.B) {
-	for _, n := range []int{1000, 100000} {
+	for _, n := range []int{1000, 10000, 100000} {
 		for _, dim := range []int{256, 1536} {
 			r := rand.New(rand.NewPCG(1, uint64(n*dim)))
 			var ix *Index

@@ -209,3 +209,23 @@ func TestLocalBackend(t *testing.T) {
 		t.Fatal("hit on another key")
 	}
 }
+
+// BenchmarkRedisGet is the cost of an exact lookup in Redis (1 KB answer).
+func BenchmarkRedisGet(b *testing.B) {
+	c := redistest.Client(b, 0)
+	prefix := fmt.Sprintf("bench:%x:", rand.Uint64())
+	r := NewRedis(c, RedisOptions{Prefix: prefix})
+	ctx := context.Background()
+	r.Set(ctx, key("hit"), 200, bytes.Repeat([]byte("a"), 1024), time.Minute)
+	b.Cleanup(func() { c.Del(ctx, r.redisKey(key("hit"))) })
+	for _, kind := range []string{"hit", "miss"} {
+		b.Run(kind, func(b *testing.B) {
+			k := key(kind)
+			for b.Loop() {
+				if _, ok := r.Get(ctx, k); ok != (kind == "hit") {
+					b.Fatalf("hit = %v", ok)
+				}
+			}
+		})
+	}
+}
