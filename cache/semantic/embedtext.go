@@ -45,11 +45,26 @@ const (
 //
 // Completions: a prompt that is one string (or an array of one string)
 // is embedded; token arrays and batches of prompts are not eligible.
+//
+// A body with a repeated "messages" or "prompt", or an embedded turn
+// with a repeated field, is not eligible.
 func split(body []byte) (text string, rest []byte, ok bool) {
 	if jsonlimit.Object(body) != nil {
 		return "", nil, false
 	}
 	root := gjson.ParseBytes(body)
+	// A repeated "messages" or "prompt" is refused: the embedded copy
+	// could differ from the one the provider's parser keeps.
+	counts := map[string]int{}
+	root.ForEach(func(k, _ gjson.Result) bool {
+		if k.Str == "messages" || k.Str == "prompt" {
+			counts[k.Str]++
+		}
+		return true
+	})
+	if counts["messages"] > 1 || counts["prompt"] > 1 {
+		return "", nil, false
+	}
 	if msgs := root.Get("messages"); msgs.Exists() {
 		if root.Get("prompt").Exists() || !msgs.IsArray() {
 			return "", nil, false
@@ -123,7 +138,14 @@ func turnText(m gjson.Result) (string, bool) {
 	role, name := "", ""
 	var text strings.Builder
 	ok := true
+	seen := map[string]bool{}
 	m.ForEach(func(k, v gjson.Result) bool {
+		// A repeated field is refused for the same reason as in split.
+		if seen[k.Str] {
+			ok = false
+			return false
+		}
+		seen[k.Str] = true
 		switch k.Str {
 		case "role":
 			if v.Type != gjson.String || (v.Str != "user" && v.Str != "assistant") {

@@ -40,6 +40,10 @@ func TestEmbedText(t *testing.T) {
 		{"not JSON", `{"messages":`, "", false},
 		{"too deep", `{"x":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `,"prompt":"a"}`, "", false},
 		{"neither", `{"input":"a"}`, "", false},
+		{"repeated messages", `{"messages":[{"role":"user","content":"a"}],"messages":[{"role":"user","content":"b"}]}`, "", false},
+		{"repeated prompt", `{"prompt":"a","prompt":"b"}`, "", false},
+		{"repeated content", `{"messages":[{"role":"user","content":"a","content":"b"}]}`, "", false},
+		{"repeated role", `{"messages":[{"role":"user","role":"system","content":"a"}]}`, "", false},
 		{"both", `{"prompt":"a","messages":[]}`, "", false},
 	}
 	for _, tt := range tests {
