@@ -16,7 +16,8 @@ import (
 
 // Embedder turns text into an embedding vector. The gateway implements it
 // by sending an embeddings request through its own pipeline to the
-// embedding target the operator configures.
+// embedding target the operator configures. Its errors are logged, so
+// they must not carry credentials.
 type Embedder interface {
 	Embed(ctx context.Context, text string) ([]float32, error)
 }
