@@ -3,7 +3,6 @@ package responses
 import (
 	"encoding/json"
 	"net/http"
-	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -75,7 +74,7 @@ func FromChat(chat []byte, r *Request) (*Response, error) {
 	finish := choice.Get("finish_reason").String()
 	resp.Output = outputItems(r, msg, finish)
 	resp.Usage = usageFromChat(c.Get("usage"))
-	resp.finish(finish, time.Now().Unix())
+	resp.finish(finish, r.now())
 	return resp, nil
 }
 

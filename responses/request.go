@@ -61,6 +61,15 @@ type Request struct {
 	// NewID makes item ids ("msg_", "fc_", "rs_" …); Parse sets a random
 	// generator, golden tests a deterministic one.
 	NewID func(prefix string) string `json:"-"`
+	// Now gives completed_at; nil means time.Now.
+	Now func() time.Time `json:"-"`
+}
+
+func (r *Request) now() int64 {
+	if r.Now != nil {
+		return r.Now().Unix()
+	}
+	return time.Now().Unix()
 }
 
 // Stored reports whether the response is to be stored (store defaults to

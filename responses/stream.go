@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -345,7 +344,7 @@ func (s *StreamWriter) complete() {
 	}
 	s.resp.Output = s.output()
 	s.resp.Usage = s.usage
-	s.resp.finish(s.finish, time.Now().Unix())
+	s.resp.finish(s.finish, s.req.now())
 	if s.BeforeTerminal != nil {
 		if err := s.BeforeTerminal(s.resp); err != nil {
 			s.fail("server_error", "the gateway could not store the response")
