@@ -60,6 +60,8 @@ var overflowPhrases = []string{
 	"input token count",                    // Gemini: "The input token count (N) exceeds the maximum …"
 	"exceeds the maximum number of tokens", // Gemini
 	"too many tokens",                      // Cohere
+	"exceed context limit",                 // Anthropic: input + max_tokens
+	"input length exceeds",                 // Bedrock model errors
 	"context length",                       // generic
 	"reduce the length of the messages",
 }
