@@ -39,6 +39,10 @@ type functionCall struct {
 	Arguments string `json:"arguments"`
 	CallID    string `json:"call_id"`
 	Name      string `json:"name"`
+	// ExtraContent is the chat tool call's extra_content (Gemini's thought
+	// signature), kept so a replayed call carries it back: Gemini refuses
+	// a function call turn without its signature. SDKs ignore the member.
+	ExtraContent json.RawMessage `json:"extra_content,omitempty"`
 }
 
 type summaryText struct {
@@ -105,6 +109,7 @@ func outputItems(r *Request, msg gjson.Result, finish string) []Item {
 		out = append(out, mustJSON(functionCall{
 			ID: r.NewID("fc_"), Type: "function_call", Status: "completed",
 			Arguments: tc.Get("function.arguments").String(), CallID: callID, Name: tc.Get("function.name").String(),
+			ExtraContent: rawObject(tc.Get("extra_content")),
 		}))
 	}
 	return out
@@ -112,3 +117,11 @@ func outputItems(r *Request, msg gjson.Result, finish string) []Item {
 
 // JSON returns the response object's JSON.
 func (resp *Response) JSON() []byte { return mustJSON(resp) }
+
+// rawObject returns r's JSON when it is an object, else nil.
+func rawObject(r gjson.Result) json.RawMessage {
+	if !r.IsObject() {
+		return nil
+	}
+	return json.RawMessage(r.Raw)
+}

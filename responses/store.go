@@ -274,3 +274,52 @@ func (s *Store) findItem(ctx context.Context, workspace, id string) (Item, error
 	}
 	return nil, missing
 }
+
+// lister is the part of certmagic.Storage Sweep needs.
+type lister interface {
+	List(ctx context.Context, path string, recursive bool) ([]string, error)
+}
+
+// Sweep deletes the records older than the retention and returns how many
+// it deleted. Lookups already hide expired records and Redis expires its
+// keys itself; Sweep reclaims the space in Caddy storage, which has no
+// expiry, and is meant to run now and then (e.g. daily). It does nothing
+// for a KV that cannot list its keys.
+func (s *Store) Sweep(ctx context.Context) (int, error) {
+	l, ok := s.kv.(lister)
+	if !ok {
+		return 0, nil
+	}
+	keys, err := l.List(ctx, s.cfg.Prefix, true)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("responses: listing %s: %w", s.cfg.Prefix, err)
+	}
+	n := 0
+	for _, k := range keys {
+		if ctx.Err() != nil {
+			return n, ctx.Err()
+		}
+		if !strings.HasSuffix(k, ".json") {
+			continue
+		}
+		data, err := s.kv.Load(ctx, k)
+		if err != nil {
+			continue // deleted meanwhile, or unreadable: leave it
+		}
+		var head struct {
+			CreatedAt int64 `json:"created_at"`
+		}
+		if jsonlimit.Object(data) != nil || json.Unmarshal(data, &head) != nil {
+			continue
+		}
+		if s.cfg.Now().Sub(time.Unix(head.CreatedAt, 0)) > s.cfg.Retention {
+			if s.kv.Delete(ctx, k) == nil {
+				n++
+			}
+		}
+	}
+	return n, nil
+}

@@ -277,3 +277,34 @@ func TestRecordKeepsNoInstructionsForReplay(t *testing.T) {
 		t.Fatalf("instructions in replayed items: %s", items)
 	}
 }
+
+func TestStoreSweep(t *testing.T) {
+	c := &clock{t: time.Unix(1700000000, 0)}
+	fsys := &certmagic.FileStorage{Path: t.TempDir()}
+	s := NewStore(fsys, StoreConfig{Now: c.now, Retention: time.Hour})
+	old := turn(t, s, "ws1", `{"model":"m","input":"old"}`, "x")
+	c.t = c.t.Add(2 * time.Hour)
+	fresh := mustParse(t, `{"model":"m","input":"new"}`)
+	fresh.ID = NewID("resp_")
+	if err := s.Save(context.Background(), RecordOf("ws2", fresh, &Response{ID: fresh.ID, CreatedAt: c.t.Unix(), Output: []Item{}})); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.Sweep(context.Background())
+	if err != nil || n != 1 {
+		t.Fatalf("Sweep = %d, %v", n, err)
+	}
+	if _, err := fsys.Load(context.Background(), s.key("ws1", old.ID)); err == nil {
+		t.Fatal("expired record still on disk")
+	}
+	if _, err := s.Get(context.Background(), "ws2", fresh.ID); err != nil {
+		t.Fatalf("fresh record swept: %v", err)
+	}
+}
+
+func TestNative(t *testing.T) {
+	for slug, want := range map[string]bool{"openai": true, "azure-openai": true, "x-ai": true, "groq": true, "openrouter": true, "fireworks-ai": true, "anthropic": false, "bedrock": false, "google": false, "vertex-ai": false, "cohere": false, "azure-ai": false, "mistral-ai": false, "openai-compatible": false} {
+		if Native(slug) != want {
+			t.Errorf("Native(%s) = %v", slug, !want)
+		}
+	}
+}

@@ -61,6 +61,7 @@ type streamItem struct {
 	text   strings.Builder
 	callID string
 	name   string
+	extra  json.RawMessage
 	done   bool
 	final  Item
 }
@@ -256,10 +257,16 @@ func (s *StreamWriter) toolDelta(tc gjson.Result) {
 			it.callID = s.req.NewID("call_")
 		}
 		it.name = tc.Get("function.name").String()
+		it.extra = rawObject(tc.Get("extra_content"))
 		s.tools[idx] = it
 		s.event(&event{Type: "response.output_item.added", OutputIndex: &it.index, Item: it.snapshot("in_progress")})
-	} else if it.name == "" {
-		it.name = tc.Get("function.name").String()
+	} else {
+		if it.name == "" {
+			it.name = tc.Get("function.name").String()
+		}
+		if it.extra == nil {
+			it.extra = rawObject(tc.Get("extra_content"))
+		}
 	}
 	if a := tc.Get("function.arguments"); a.Type == gjson.String && a.Str != "" && !it.done {
 		it.text.WriteString(a.Str)
@@ -327,7 +334,7 @@ func (it *streamItem) snapshot(status string) Item {
 		if done {
 			args = it.text.String()
 		}
-		return mustJSON(functionCall{ID: it.id, Type: "function_call", Status: status, Arguments: args, CallID: it.callID, Name: it.name})
+		return mustJSON(functionCall{ID: it.id, Type: "function_call", Status: status, Arguments: args, CallID: it.callID, Name: it.name, ExtraContent: it.extra})
 	}
 }
 

@@ -49,6 +49,7 @@ type chatToolCall struct {
 		Name      string `json:"name"`
 		Arguments string `json:"arguments"`
 	} `json:"function"`
+	ExtraContent json.RawMessage `json:"extra_content,omitempty"`
 }
 
 type chatTool struct {
@@ -163,6 +164,7 @@ func itemsToMessages(items []Item) ([]chatMessage, error) {
 			tc.ID, tc.Type = callID, "function"
 			tc.Function.Name = it.Get("name").String()
 			tc.Function.Arguments = it.Get("arguments").String()
+			tc.ExtraContent = rawObject(it.Get("extra_content"))
 			if open < 0 {
 				out = append(out, chatMessage{Role: "assistant", Content: json.RawMessage(`""`)})
 				open = len(out) - 1
