@@ -15,5 +15,17 @@
 //     deletion, input_items and previous_response_id chaining;
 //   - DropOldest and IsContextOverflow implement truncation "auto".
 //
-// The package never calls a provider itself.
+// The package never calls a provider itself. A translated create runs:
+//
+//	r, err := Parse(body)                              // 400s before any provider call
+//	history, err := store.Chain(ctx, ws, r.PreviousResponseID) // if set; 400 when unknown
+//	items, err := store.ResolveReferences(ctx, ws, r.Conversation(history))
+//	chat, err := ToChat(r, items)                      // 400 for built-in tools etc.
+//	// … the chat call through routing, retries, fallback …
+//	// on IsContextOverflow(status, body): with r.TruncationAuto(), once,
+//	// items, ok = DropOldest(items) and call again; else OverflowError()
+//	resp, err := FromChat(answer, r)                   // or NewStreamWriter for streams
+//	store.Save(ctx, RecordOf(ws, r, resp))             // when r.Stored(), before answering
+//
+// e2e_test.go's adapterServer is this wiring in full.
 package responses

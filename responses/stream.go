@@ -73,6 +73,14 @@ func NewStreamWriter(dst io.Writer, r *Request) *StreamWriter {
 	return &StreamWriter{dst: dst, req: r, resp: r.NewResponse(), buf: make([]byte, 0, 1024), tools: map[int64]*streamItem{}}
 }
 
+// Start writes response.created and response.in_progress now, before the
+// first chat chunk, so a client sees the response begin while the
+// provider is still thinking. Calling it is optional.
+func (s *StreamWriter) Start() error {
+	s.start("")
+	return s.flush()
+}
+
 // Write consumes chat stream bytes. It returns len(p) unless writing to
 // the underlying writer failed or a line exceeded the bound.
 func (s *StreamWriter) Write(p []byte) (int, error) {

@@ -168,3 +168,22 @@ data: [DONE]
 		t.Fatalf("function call %+v", last)
 	}
 }
+
+func TestStreamStartEarly(t *testing.T) {
+	var out strings.Builder
+	w := NewStreamWriter(&out, mustParse(t, `{"model":"m","input":"hi"}`))
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "response.in_progress") {
+		t.Fatalf("Start wrote %q", out.String())
+	}
+	_, _ = w.Write([]byte(textChunks + "data: [DONE]\n\n"))
+	_ = w.Close(nil)
+	if n := strings.Count(out.String(), "event: response.created"); n != 1 {
+		t.Fatalf("%d response.created events", n)
+	}
+	if got := lastEvent(t, []byte(out.String())); got != "response.completed" {
+		t.Fatalf("last event %s", got)
+	}
+}
