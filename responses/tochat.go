@@ -10,25 +10,28 @@ import (
 )
 
 // chatRequest is the Chat Completions body ToChat builds. Only fields the
-// Responses request set are written.
+// Responses request set are written. max_output_tokens goes out as
+// max_tokens: every translator reads it, and OpenAI-compatible servers
+// without a native Responses API (Mistral, older vLLM) know it where
+// some refuse max_completion_tokens.
 type chatRequest struct {
-	Model               string          `json:"model"`
-	Messages            []chatMessage   `json:"messages"`
-	MaxCompletionTokens *int64          `json:"max_completion_tokens,omitempty"`
-	Temperature         *float64        `json:"temperature,omitempty"`
-	TopP                *float64        `json:"top_p,omitempty"`
-	Logprobs            bool            `json:"logprobs,omitempty"`
-	TopLogprobs         *int64          `json:"top_logprobs,omitempty"`
-	Tools               []chatTool      `json:"tools,omitempty"`
-	ToolChoice          json.RawMessage `json:"tool_choice,omitempty"`
-	ParallelToolCalls   *bool           `json:"parallel_tool_calls,omitempty"`
-	ResponseFormat      json.RawMessage `json:"response_format,omitempty"`
-	Verbosity           string          `json:"verbosity,omitempty"`
-	ReasoningEffort     string          `json:"reasoning_effort,omitempty"`
-	User                string          `json:"user,omitempty"`
-	PromptCacheKey      string          `json:"prompt_cache_key,omitempty"`
-	Stream              bool            `json:"stream,omitempty"`
-	StreamOptions       *streamOptions  `json:"stream_options,omitempty"`
+	Model             string          `json:"model"`
+	Messages          []chatMessage   `json:"messages"`
+	MaxTokens         *int64          `json:"max_tokens,omitempty"`
+	Temperature       *float64        `json:"temperature,omitempty"`
+	TopP              *float64        `json:"top_p,omitempty"`
+	Logprobs          bool            `json:"logprobs,omitempty"`
+	TopLogprobs       *int64          `json:"top_logprobs,omitempty"`
+	Tools             []chatTool      `json:"tools,omitempty"`
+	ToolChoice        json.RawMessage `json:"tool_choice,omitempty"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls,omitempty"`
+	ResponseFormat    json.RawMessage `json:"response_format,omitempty"`
+	Verbosity         string          `json:"verbosity,omitempty"`
+	ReasoningEffort   string          `json:"reasoning_effort,omitempty"`
+	User              string          `json:"user,omitempty"`
+	PromptCacheKey    string          `json:"prompt_cache_key,omitempty"`
+	Stream            bool            `json:"stream,omitempty"`
+	StreamOptions     *streamOptions  `json:"stream_options,omitempty"`
 }
 
 type streamOptions struct {
@@ -86,14 +89,14 @@ func ToChat(r *Request, items []Item) ([]byte, error) {
 		return nil, apierror.BadRequest("prompt", "'prompt' templates are not supported for this provider.")
 	}
 	out := chatRequest{
-		Model:               r.Model,
-		MaxCompletionTokens: r.MaxOutputTokens,
-		Temperature:         r.Temperature,
-		TopP:                r.TopP,
-		ParallelToolCalls:   r.ParallelToolCalls,
-		User:                r.User,
-		PromptCacheKey:      r.PromptCacheKey,
-		Stream:              r.Stream,
+		Model:             r.Model,
+		MaxTokens:         r.MaxOutputTokens,
+		Temperature:       r.Temperature,
+		TopP:              r.TopP,
+		ParallelToolCalls: r.ParallelToolCalls,
+		User:              r.User,
+		PromptCacheKey:    r.PromptCacheKey,
+		Stream:            r.Stream,
 	}
 	if out.User == "" {
 		out.User = r.SafetyIdentifier
