@@ -197,18 +197,14 @@ func (rn *Runner) run(ctx context.Context, stage Stage, raws []json.RawMessage, 
 	// Mutators first, in config order, so guardrails judge what will be
 	// sent; results keep config order.
 	res.Hooks = make([]HookResult, len(hooks))
-	done := make([]bool, len(hooks))
+	for _, h := range hooks {
+		if h.Async {
+			res.async = append(res.async, h)
+		}
+	}
 	for pass := 0; pass < 2; pass++ {
 		for i, h := range hooks {
-			if (pass == 0) != (h.Type == TypeMutator) || done[i] {
-				continue
-			}
-			done[i] = true
-			if h.Async {
-				if res.async == nil {
-					res.async = make([]*Hook, 0, len(hooks))
-				}
-				res.async = append(res.async, h)
+			if (pass == 0) != (h.Type == TypeMutator) || h.Async {
 				continue
 			}
 			hr := rn.runHook(ctx, h, in)

@@ -121,7 +121,7 @@ func TestAddPrefix(t *testing.T) {
 	}
 	tests := []struct {
 		name, body, typ, params, path, want string
-		transformed                        bool
+		transformed                         bool
 	}{
 		{"string content", `{"messages":[{"role":"user","content":"hi"}]}`, "chatComplete", `{"prefix":"P: "}`,
 			"messages.0.content", "P: hi", true},
@@ -172,7 +172,7 @@ func TestAddPrefix(t *testing.T) {
 func TestRegexReplace(t *testing.T) {
 	tests := []struct {
 		name, text, params, want string
-		pass, transformed       bool
+		pass, transformed        bool
 	}{
 		{"global", "a1 b2 c3", `{"rule":"/\\d/g"}`, "a[REDACTED] b[REDACTED] c[REDACTED]", true, true},
 		{"first only without g", "a1 b2", `{"rule":"\\d","redactText":"#"}`, "a# b2", true, true},
