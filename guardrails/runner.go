@@ -290,6 +290,8 @@ func (rn *Runner) runHook(ctx context.Context, h *Hook, in *Input) HookResult {
 	hr.Checks = make([]CheckResult, len(h.Checks))
 	verdicts := make([]Verdict, len(h.Checks))
 	if h.remote > 0 && len(h.Checks) > 1 && !h.Sequential && h.Type != TypeMutator {
+		// Fill the text cache first: the checks read it concurrently.
+		_ = in.Text()
 		var wg sync.WaitGroup
 		for i, c := range h.Checks {
 			wg.Add(1)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/guardrails"
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/guardrails/checks"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/upstream"
 )
 
 // boom is a test check that always errors (llm.checks.test_boom).
@@ -329,5 +332,27 @@ func TestNoHooks(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations with no hooks", allocs)
+	}
+}
+
+// TestRemoteChecksConcurrently runs two webhook checks of one hook
+// concurrently (under -race this also checks the shared input).
+func TestRemoteChecksConcurrently(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(`{"verdict":` + strconv.FormatBool(r.URL.Path == "/yes") + `}`))
+	}))
+	defer srv.Close()
+	g, _ := upstream.NewGuard([]string{"loopback"})
+	rn := &guardrails.Runner{Env: guardrails.Env{Client: guardrails.NewEgressClient(g)}}
+	res, err := rn.Before(context.Background(), hooks(`{"id":"w","deny":true,"checks":[
+		{"id":"default.webhook","parameters":{"webhookURL":"`+srv.URL+`/yes"}},
+		{"id":"default.webhook","parameters":{"webhookURL":"`+srv.URL+`/no"}},
+		{"id":"default.wordCount","parameters":{"minWords":1,"maxWords":9}}]}`), chat("hello there"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Hooks[0].Checks
+	if !c[0].Verdict || c[1].Verdict || !c[2].Verdict || !res.Denied() {
+		t.Fatalf("checks %+v", c)
 	}
 }
