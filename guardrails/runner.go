@@ -174,11 +174,7 @@ func sameRaws(a, b []json.RawMessage) bool {
 func (rn *Runner) run(ctx context.Context, stage Stage, raws []json.RawMessage, req *Request, ans *Answer) (*Result, error) {
 	hooks, err := rn.Compile(stage, raws)
 	if err != nil {
-		var ce *CompileError
-		if errors.As(err, &ce) {
-			return nil, apierror.BadRequest("config", "%v", ce)
-		}
-		return nil, apierror.BadRequest("config", "guardrails: %v", err)
+		return nil, compileErr(err)
 	}
 	res := &Result{in: Input{
 		Stage:       stage,
@@ -236,6 +232,15 @@ func (rn *Runner) run(ctx context.Context, stage Stage, raws []json.RawMessage, 
 		res.Body, res.Transformed = in.Request, true
 	}
 	return res, nil
+}
+
+// compileErr turns a compile error into the 400 a request gets.
+func compileErr(err error) error {
+	var ce *CompileError
+	if errors.As(err, &ce) {
+		return apierror.BadRequest("config", "%v", ce)
+	}
+	return apierror.BadRequest("config", "guardrails: %v", err)
 }
 
 // RunAsync runs the stage's async hooks on the same input and hands
