@@ -53,10 +53,7 @@ func (RegexMatch) Prepare(params json.RawMessage) (guardrails.Check, error) {
 		}
 		m := re.FindStringSubmatchIndex(text)
 		verdict := invert(m != nil, not)
-		data := map[string]any{
-			"regexPattern": pattern, "not": not, "verdict": verdict,
-			"matchDetails": nil, "textExcerpt": excerpt(text),
-		}
+		data := &regexData{RegexPattern: pattern, Not: not, Verdict: verdict, TextExcerpt: excerpt(text)}
 		if m != nil {
 			groups := map[string]any{}
 			captures := make([]any, 0, len(m)/2-1)
@@ -70,23 +67,33 @@ func (RegexMatch) Prepare(params json.RawMessage) (guardrails.Check, error) {
 					groups[name] = c
 				}
 			}
-			data["matchDetails"] = map[string]any{
+			data.MatchDetails = map[string]any{
 				"matchedText": text[m[0]:m[1]], "index": utf16Index(text, m[0]),
 				"groups": groups, "captures": captures,
 			}
 		}
 		switch {
 		case m != nil && !not:
-			data["explanation"] = fmt.Sprintf("The regex pattern '%s' successfully matched the text.", pattern)
+			data.Explanation = "The regex pattern '" + pattern + "' successfully matched the text."
 		case m != nil:
-			data["explanation"] = fmt.Sprintf("The regex pattern '%s' matched the text, but 'not' is set, so the check fails.", pattern)
+			data.Explanation = "The regex pattern '" + pattern + "' matched the text, but 'not' is set, so the check fails."
 		case !not:
-			data["explanation"] = fmt.Sprintf("The regex pattern '%s' did not match the text.", pattern)
+			data.Explanation = "The regex pattern '" + pattern + "' did not match the text."
 		default:
-			data["explanation"] = fmt.Sprintf("The regex pattern '%s' did not match the text, and 'not' is set, so the check passes.", pattern)
+			data.Explanation = "The regex pattern '" + pattern + "' did not match the text, and 'not' is set, so the check passes."
 		}
 		return guardrails.Verdict{Pass: verdict, Data: data}, nil
 	}), nil
+}
+
+// regexData is regexMatch's result data.
+type regexData struct {
+	RegexPattern string         `json:"regexPattern"`
+	Not          bool           `json:"not"`
+	Verdict      bool           `json:"verdict"`
+	Explanation  string         `json:"explanation"`
+	MatchDetails map[string]any `json:"matchDetails"`
+	TextExcerpt  string         `json:"textExcerpt"`
 }
 
 // Check implements guardrails.Check.

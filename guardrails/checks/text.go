@@ -4,9 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/tidwall/gjson"
@@ -48,7 +49,8 @@ func rangeExplanation(what string, n int, lo, hi float64, inRange, not bool) str
 	if !inRange {
 		rel = "outside"
 	}
-	s := fmt.Sprintf("The %s (%d) is %s the range %v-%v.", what, n, rel, lo, hi)
+	s := "The " + what + " (" + strconv.Itoa(n) + ") is " + rel + " the range " +
+		strconv.FormatFloat(lo, 'f', -1, 64) + "-" + strconv.FormatFloat(hi, 'f', -1, 64) + "."
 	if not {
 		s += " 'not' is set, so the result is inverted."
 	}
@@ -77,14 +79,40 @@ func (WordCount) Check(_ context.Context, in *guardrails.Input, params json.RawM
 		return guardrails.Verdict{}, errors.New("invalid or missing word count range")
 	}
 	not := truthy(params, "not")
-	count := len(strings.Fields(text))
+	count := countWords(text)
 	inRange := float64(count) >= lo && float64(count) <= hi
 	verdict := invert(inRange, not)
-	return guardrails.Verdict{Pass: verdict, Data: map[string]any{
-		"wordCount": count, "minWords": lo, "maxWords": hi, "not": not, "verdict": verdict,
-		"explanation": rangeExplanation("word count", count, lo, hi, inRange, not),
-		"textExcerpt": excerpt(text),
+	return guardrails.Verdict{Pass: verdict, Data: &wordCountData{
+		WordCount: count, MinWords: lo, MaxWords: hi, Not: not, Verdict: verdict,
+		Explanation: rangeExplanation("word count", count, lo, hi, inRange, not),
+		TextExcerpt: excerpt(text),
 	}}, nil
+}
+
+// wordCountData is wordCount's result data; a struct costs one allocation
+// where a map costs many, and this check is on the hot path.
+type wordCountData struct {
+	WordCount   int     `json:"wordCount"`
+	MinWords    float64 `json:"minWords"`
+	MaxWords    float64 `json:"maxWords"`
+	Not         bool    `json:"not"`
+	Verdict     bool    `json:"verdict"`
+	Explanation string  `json:"explanation"`
+	TextExcerpt string  `json:"textExcerpt"`
+}
+
+// countWords is len(strings.Fields(s)) without building the slice.
+func countWords(s string) int {
+	n, in := 0, false
+	for _, r := range s {
+		if unicode.IsSpace(r) {
+			in = false
+		} else if !in {
+			in = true
+			n++
+		}
+	}
+	return n
 }
 
 // CharacterCount (llm.checks.characterCount) passes when the text's length

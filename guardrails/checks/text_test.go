@@ -25,7 +25,7 @@ func TestRegexMatchDetails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	md := v.Data.(map[string]any)["matchDetails"].(map[string]any)
+	md := v.Data.(*regexData).MatchDetails
 	if md["matchedText"] != "wörld 42" || md["index"] != 6 {
 		t.Fatalf("matchDetails %v", md)
 	}
