@@ -142,6 +142,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		a.virtualKeys[name] = &resolved
 	}
 
+	if err := a.provisionGuardrails(); err != nil {
+		return err
+	}
 	a.configs = make(map[string][]byte, len(a.Configs))
 	for id, raw := range a.Configs {
 		body, err := loadConfig(raw)
@@ -151,10 +154,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 		if err := routing.ValidateConfig(body); err != nil {
 			return fmt.Errorf("config %q: %v", id, err)
 		}
+		if err := a.checkConfigHooks(body); err != nil {
+			return fmt.Errorf("config %q: %v", id, err)
+		}
 		a.configs[id] = body
-	}
-	if err := a.provisionGuardrails(); err != nil {
-		return err
 	}
 	return a.provisionPrompts(ctx)
 }

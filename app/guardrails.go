@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/guardrails"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 	// The default checks must be registered before saved guardrails compile.
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/guardrails/checks"
 )
@@ -60,6 +63,54 @@ func (a *App) provisionGuardrails() error {
 		// The saved id is the name results and logs report.
 		h.ID = id
 		a.compiled[id] = h
+	}
+	return nil
+}
+
+// hookFields are the config fields holding hooks, with their stage.
+var hookFields = []struct {
+	name  string
+	stage guardrails.Stage
+}{
+	{"before_request_hooks", guardrails.BeforeRequest},
+	{"input_guardrails", guardrails.BeforeRequest},
+	{"after_request_hooks", guardrails.AfterRequest},
+	{"output_guardrails", guardrails.AfterRequest},
+}
+
+// checkConfigHooks compiles every hook of a saved config (at every level
+// of targets), so an unknown check, an unknown saved guardrail id or a
+// regex RE2 cannot compile fails the load instead of every request.
+func (a *App) checkConfigHooks(body []byte) error {
+	if err := jsonlimit.Check(body); err != nil {
+		return err
+	}
+	// Walk the targets tree iteratively; paths name the failing field.
+	type node struct {
+		path string
+		v    gjson.Result
+	}
+	stack := []node{{"config", gjson.ParseBytes(body)}}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, f := range hookFields {
+			var err error
+			n.v.Get(f.name).ForEach(func(i, h gjson.Result) bool {
+				if _, err = guardrails.Compile(json.RawMessage(h.Raw), f.name, a.Guardrail); err != nil {
+					err = fmt.Errorf("%s.%s[%d]: %v", n.path, f.name, i.Int(), err)
+					return false
+				}
+				return true
+			})
+			if err != nil {
+				return err
+			}
+		}
+		n.v.Get("targets").ForEach(func(i, t gjson.Result) bool {
+			stack = append(stack, node{fmt.Sprintf("%s.targets[%d]", n.path, i.Int()), t})
+			return true
+		})
 	}
 	return nil
 }

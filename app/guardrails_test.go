@@ -91,3 +91,42 @@ func TestGuardrailsJSONField(t *testing.T) {
 		t.Fatalf("encoded %s", b)
 	}
 }
+
+func TestCheckConfigHooks(t *testing.T) {
+	a := new(App)
+	a.Guardrails = map[string]json.RawMessage{"pii": json.RawMessage(`{"default.regexMatch":{"rule":"\\d{16}","not":true}}`)}
+	if err := a.provisionGuardrails(); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, cfg string
+		wantErr   []string
+	}{
+		{"valid with saved id", `{"input_guardrails":["pii"],"targets":[{"provider":"openai","output_guardrails":[{"default.contains":{"words":["x"],"operator":"any"}}]}]}`, nil},
+		{"unknown saved id", `{"provider":"openai","input_guardrails":["nope"]}`,
+			[]string{"config.input_guardrails[0]", `guardrail "nope"`, "no saved guardrail"}},
+		{"bad regex in a nested target", `{"strategy":{"mode":"fallback"},"targets":[{"provider":"openai"},{"provider":"openai","before_request_hooks":[{"id":"h","checks":[{"id":"default.regexMatch","parameters":{"rule":"(?!x)"}}]}]}]}`,
+			[]string{"config.targets[1].before_request_hooks[0]", `guardrail "h"`, "RE2"}},
+		{"unknown check", `{"provider":"openai","after_request_hooks":[{"id":"h","checks":[{"id":"acme.x","parameters":{}}]}]}`,
+			[]string{"config.after_request_hooks[0]", `unknown check "acme.x"`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := a.checkConfigHooks([]byte(tc.cfg))
+			if tc.wantErr == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("want an error")
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Fatalf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
