@@ -51,7 +51,11 @@ func (RegexMatch) Prepare(params json.RawMessage) (guardrails.Check, error) {
 		if text == "" {
 			return guardrails.Verdict{}, errors.New("missing text to match")
 		}
-		m := re.FindStringSubmatchIndex(text)
+		// MatchString skips capture bookkeeping; most texts do not match.
+		var m []int
+		if re.MatchString(text) {
+			m = re.FindStringSubmatchIndex(text)
+		}
 		verdict := invert(m != nil, not)
 		data := &regexData{RegexPattern: pattern, Not: not, Verdict: verdict, TextExcerpt: excerpt(text)}
 		if m != nil {
