@@ -35,6 +35,7 @@ func init() {
 //			deployment <deployment_id> <alias> <api_version> [default]
 //		}
 //		config <id> <file path | inline JSON object>
+//		guardrail <id> <file path | inline JSON object>
 //		prompts <dir of prompt files>
 //		redis <host:port> {
 //			username <user>
@@ -110,6 +111,10 @@ func parseApp(d *caddyfile.Dispenser, existing any) (any, error) {
 				a.Configs[id] = json.RawMessage(val)
 			} else {
 				a.Configs[id] = caddyconfig.JSON(val, nil)
+			}
+		case "guardrail":
+			if err := parseGuardrail(d, a); err != nil {
+				return nil, err
 			}
 		case "prompts":
 			var dir string

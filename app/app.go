@@ -44,6 +44,8 @@ type App struct {
 	Redis *RedisConfig `json:"redis,omitempty"`
 	// Prompts configures the prompt library (prompt files, API prompts).
 	Prompts *PromptsConfig `json:"prompts,omitempty"`
+	// guardrailStore adds "guardrails", the saved guardrails (guardrails.go).
+	guardrailStore
 
 	keys        []resolvedKey
 	virtualKeys map[string]*providers.Settings
@@ -150,6 +152,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		}
 	}
 
+	if err := a.provisionGuardrails(); err != nil {
+		return err
+	}
 	a.configs = make(map[string][]byte, len(a.Configs))
 	for id, raw := range a.Configs {
 		body, err := loadConfig(raw)
@@ -157,6 +162,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 			return fmt.Errorf("config %q: %v", id, err)
 		}
 		if err := routing.ValidateConfig(body); err != nil {
+			return fmt.Errorf("config %q: %v", id, err)
+		}
+		if err := a.checkConfigHooks(body); err != nil {
 			return fmt.Errorf("config %q: %v", id, err)
 		}
 		a.configs[id] = body
