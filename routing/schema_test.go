@@ -255,10 +255,10 @@ func TestSchemaRejects(t *testing.T) {
 			wantMsg:   []string{`config.after_request_hooks[0].checks[0]: missing required key "parameters"`},
 		},
 		{
-			name:      "after hook on_fail rejects deny",
-			cfg:       `{"after_request_hooks":[{"id":"h","on_fail":{"deny":true}}]}`,
+			name:      "after hook deny must be a boolean",
+			cfg:       `{"after_request_hooks":[{"id":"h","on_fail":{"deny":"yes"}}]}`,
 			wantParam: "config.after_request_hooks[0].on_fail.deny",
-			wantMsg:   []string{`unknown key "deny"`},
+			wantMsg:   []string{`boolean`},
 		},
 		{
 			name:      "input guardrail on_success rejects deny",
