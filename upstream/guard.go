@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 )
 
 // Guard is the gateway's one egress policy: which IP addresses an outbound
@@ -168,3 +170,10 @@ func (*BlockedError) Error() string {
 // ErrBlocked is the refusal every guarded dial returns; match it with
 // errors.As(err, new(*BlockedError)) or errors.Is(err, ErrBlocked).
 var ErrBlocked error = &BlockedError{}
+
+// Refusal is the client error for every refused address: the same status,
+// code and message whatever the address, port or vector (400,
+// custom_host_not_allowed).
+func Refusal() *apierror.Error {
+	return apierror.BadRequest("custom_host", "%s", ErrBlocked.Error()).WithCode("custom_host_not_allowed")
+}
