@@ -119,8 +119,14 @@ func (embeddings) Response(c *providers.Call, body []byte) ([]byte, *providers.U
 			} `json:"billed_units"`
 		} `json:"meta"`
 	}
+	if err := oaiwire.CheckAnswer(Slug, body); err != nil {
+		return nil, nil, err
+	}
 	if err := json.Unmarshal(body, &r); err != nil {
 		return nil, nil, err
+	}
+	if r.Embeddings.Float == nil {
+		return nil, nil, oaiwire.MissingField(Slug, "embeddings.float")
 	}
 	u := &providers.Usage{PromptTokens: r.Meta.BilledUnits.InputTokens, TotalTokens: r.Meta.BilledUnits.InputTokens}
 	b64 := gjson.GetBytes(c.Body, "encoding_format").Str == "base64"
