@@ -18,8 +18,13 @@ import (
 // Slug is the provider's name.
 const Slug = "cohere"
 
-// BaseURL is Cohere's v2 API base; custom_host replaces it.
-const BaseURL = "https://api.cohere.com/v2"
+// BaseURL is Cohere's API host. custom_host replaces it, as in the
+// reference gateway, and the versioned paths (/v2/chat, /v2/embed) are
+// appended to either.
+const BaseURL = "https://api.cohere.com"
+
+// apiVersion prefixes every path the gateway sends to Cohere.
+const apiVersion = "/v2"
 
 // DefaultInputType is sent to embed when the request names none: Cohere
 // requires one, and OpenAI's embeddings are most often stored documents.
@@ -33,7 +38,7 @@ type provider struct{}
 
 // Prepare implements providers.Provider.
 func (provider) Prepare(c *providers.Call, s *providers.Settings, u *providers.Upstream) error {
-	base, err := oaiwire.Base(s.CustomHost, BaseURL, "/v2")
+	base, err := oaiwire.Base(s.CustomHost, BaseURL, "")
 	if err != nil {
 		return err
 	}
@@ -56,7 +61,7 @@ func (provider) Prepare(c *providers.Call, s *providers.Settings, u *providers.U
 	if err != nil {
 		return err
 	}
-	if u.URL, err = providers.JoinURL(base, path, query); err != nil {
+	if u.URL, err = providers.JoinURL(base, apiVersion+path, query); err != nil {
 		return err
 	}
 	u.Method, u.Body = method, body

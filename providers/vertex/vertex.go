@@ -61,7 +61,7 @@ func SplitModel(model string) (Publisher, string, error) {
 // validRegion keeps the region, which becomes part of a host name, to
 // the characters Google region names use.
 func validRegion(r string) bool {
-	if r == "" || len(r) > 63 {
+	if r == "" || len(r) > 63 || r[0] == '-' || r[len(r)-1] == '-' {
 		return false
 	}
 	for _, c := range r {
