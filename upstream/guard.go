@@ -21,6 +21,10 @@ import (
 // address is refused, and every refusal looks the same whether or not
 // something listens there.
 type Guard struct {
+	// Resolver, when set, resolves host names for guarded dials instead
+	// of net.DefaultResolver (tests inject one).
+	Resolver *net.Resolver
+
 	allowAll bool
 	prefixes []netip.Prefix
 }
@@ -118,6 +122,7 @@ func (g *Guard) Dialer() *net.Dialer {
 	d := &net.Dialer{Timeout: DefaultDialTimeout, KeepAlive: 30 * time.Second}
 	if g != nil {
 		d.ControlContext = g.control
+		d.Resolver = g.Resolver
 	}
 	return d
 }
