@@ -9,7 +9,6 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/tidwall/gjson"
-
 )
 
 func geminiFixtures(t testing.TB) geminiReplies {
