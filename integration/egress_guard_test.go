@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"strings"
@@ -181,5 +182,42 @@ func TestEgressAllowedWithPolicy(t *testing.T) {
 		"x-gateway-provider", "openai", "x-gateway-custom-host", up.URL+"/v1", "Authorization", "Bearer sk-test-provider")
 	if resp.StatusCode != 200 || up.count() != 1 {
 		t.Fatalf("status %d, upstream saw %d requests: %s", resp.StatusCode, up.count(), raw)
+	}
+}
+
+// TestEgressVertexTokenURI: a client-sent service account whose token_uri
+// is on loopback is refused under the default policy before any
+// connection (the same 400 as a refused custom host); with
+// custom_host_allow loopback the same kind of account works
+// (TestVertexServiceAccountChat runs under that policy).
+func TestEgressVertexTokenURI(t *testing.T) {
+	open, accepted := acceptCounter(t)
+	raw, _ := newServiceAccount(t, "p")
+	var sa map[string]any
+	if err := json.Unmarshal(raw, &sa); err != nil {
+		t.Fatal(err)
+	}
+	sa["token_uri"] = "http://127.0.0.1:" + open + "/token"
+	loadSite(t, site{Gateway: "max_request_body 1MB"})
+	cfg, _ := json.Marshal(map[string]any{"provider": "vertex-ai", "cloudc_region": "europe-west4", "cloudc_service_account_json": sa})
+	resp, body := do(t, "POST", "/chat/completions", []byte(`{"model":"gemini-2.5-flash","messages":[{"role":"user","content":"hi"}]}`),
+		"x-gateway-config", string(cfg))
+	r := refusalOf(t, resp.StatusCode, body)
+	if r.status != 400 || r.code != "custom_host_not_allowed" {
+		t.Fatalf("got %+v, want 400 custom_host_not_allowed", r)
+	}
+	if n := accepted.Load(); n != 0 {
+		t.Fatalf("the refused token_uri saw %d connections", n)
+	}
+
+	loadProviderSite(t) // custom_host_allow loopback
+	up := fakeGemini(t, geminiFixtures(t))
+	good, tokens := newServiceAccount(t, "sa-project")
+	client := vertexClient(t, up, good)
+	if _, err := client.Chat.Completions.New(context.Background(), toolTurnParams("gemini-2.5-flash")); err != nil {
+		t.Fatalf("allowed token_uri: %v", err)
+	}
+	if tokens.issued.Load() != 1 {
+		t.Fatalf("token endpoint issued %d tokens", tokens.issued.Load())
 	}
 }

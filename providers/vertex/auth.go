@@ -36,9 +36,6 @@ const (
 	tokenTimeout = 30 * time.Second
 )
 
-// tokenClient fetches tokens for operator-configured service accounts.
-var tokenClient = &http.Client{Timeout: tokenTimeout}
-
 // tokens caches one token source per service account, keyed by the
 // SHA-256 of its JSON so the key itself is never a map key or log field,
 // and by whether the account came from client input (guarded), so an
@@ -69,6 +66,28 @@ type account struct {
 	// during the running fetch: oauth2 flattens transport errors into
 	// text, so the refusal is carried beside it.
 	blocked atomic.Bool
+	// unreachable records a transport failure of the running fetch.
+	unreachable atomic.Bool
+}
+
+// recorder notes on its account how a token fetch failed, which oauth2
+// would otherwise flatten into text.
+type recorder struct {
+	base http.RoundTripper
+	a    *account
+}
+
+// RoundTrip implements http.RoundTripper.
+func (r recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := r.base.RoundTrip(req)
+	if err != nil {
+		if errors.Is(err, upstream.ErrBlocked) {
+			r.a.blocked.Store(true)
+		} else {
+			r.a.unreachable.Store(true)
+		}
+	}
+	return resp, err
 }
 
 // fetcher fetches a fresh token on every call; the ReuseTokenSource
@@ -85,9 +104,14 @@ type fetcher struct {
 func (f fetcher) Token() (*oauth2.Token, error) {
 	ctx := context.WithValue(context.Background(), oauth2.HTTPClient, f.client)
 	f.a.blocked.Store(false)
+	f.a.unreachable.Store(false)
 	tok, err := f.cfg.TokenSource(ctx).Token()
-	if err != nil && f.a.blocked.Load() {
+	switch {
+	case err == nil:
+	case f.a.blocked.Load():
 		return nil, upstream.ErrBlocked
+	case f.a.unreachable.Load():
+		return nil, errUnreachable
 	}
 	return tok, err
 }
@@ -100,22 +124,18 @@ func (f fetcher) Token() (*oauth2.Token, error) {
 func guardedClient(a *account) *http.Client {
 	return &http.Client{
 		Timeout: tokenTimeout,
-		Transport: &http.Transport{
+		Transport: recorder{a: a, base: &http.Transport{
 			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 				d := a.egress.Load()
 				if d == nil || *d == nil {
 					return nil, errNoEgress
 				}
-				conn, err := (*d).DialContext(ctx, network, addr)
-				if errors.Is(err, upstream.ErrBlocked) {
-					a.blocked.Store(true)
-				}
-				return conn, err
+				return (*d).DialContext(ctx, network, addr)
 			},
 			DisableKeepAlives:   true,
 			TLSHandshakeTimeout: 10 * time.Second,
 			ForceAttemptHTTP2:   true,
-		},
+		}},
 		// A token endpoint that redirects is not followed: the redirect
 		// target would be dialled by the same guard, but nothing needs it.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -126,7 +146,10 @@ type egressError string
 
 func (e egressError) Error() string { return string(e) }
 
-const errNoEgress = egressError("vertex: no egress dialer for a guarded service account")
+const (
+	errNoEgress    = egressError("vertex: no egress dialer for a guarded service account")
+	errUnreachable = egressError("vertex: the token endpoint could not be reached")
+)
 
 // token returns an access token for the service account and the project
 // id the account names.
@@ -192,7 +215,7 @@ func newAccount(saJSON []byte, guarded bool) (*account, error) {
 		return nil, apierror.BadRequest("cloudc_service_account_json", "the service account's token_uri is not an http(s) URL")
 	}
 	a := &account{projectID: meta.ProjectID}
-	f := fetcher{cfg: cfg, client: tokenClient, a: a}
+	f := fetcher{cfg: cfg, client: &http.Client{Timeout: tokenTimeout, Transport: recorder{base: http.DefaultTransport, a: a}}, a: a}
 	if guarded {
 		f.client = guardedClient(a)
 	}
@@ -216,7 +239,7 @@ func tokenError(err error) error {
 	}
 	var ne net.Error
 	var ue *url.Error
-	if errors.As(err, &ne) || errors.As(err, &ue) {
+	if errors.Is(err, errUnreachable) || errors.As(err, &ne) || errors.As(err, &ue) {
 		return apierror.New(http.StatusBadGateway, apierror.TypeUpstream, "could not reach Google's token endpoint for the service account").WithCode("upstream_unreachable")
 	}
 	return apierror.BadRequest("cloudc_service_account_json", "the service account key could not be used to sign a token request")
