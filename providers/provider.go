@@ -6,7 +6,9 @@
 package providers
 
 import (
+	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"sort"
@@ -73,6 +75,17 @@ type Call struct {
 	// a stream the client did not ask it for; the usage-only chunk is then
 	// dropped before it reaches the client.
 	UsageAdded bool
+	// Egress, when set, dials any extra connection the provider makes for
+	// this call (a service account's token endpoint) under the gateway's
+	// egress policy. The gateway sets it when the target's outbound
+	// addresses derive from client input; nil dials directly.
+	Egress Dialer
+}
+
+// Dialer dials an outbound connection; *upstream.Guard implements it,
+// refusing addresses the egress policy does not allow before connecting.
+type Dialer interface {
+	DialContext(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Upstream is the request a provider asks the gateway to send.

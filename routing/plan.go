@@ -53,6 +53,12 @@ type Target struct {
 	StrictOpenAICompliance *bool
 	BeforeRequestHooks     []json.RawMessage
 	AfterRequestHooks      []json.RawMessage
+	// GuardEgress is true when an outbound address of this target derives
+	// from client input (a custom host, an inline config or cloud headers
+	// that set an address field), so the attempt must dial through the
+	// egress guard (upstream.WithGuard, providers.Call.Egress). Addresses
+	// from operator-configured virtual keys and saved configs are trusted.
+	GuardEgress bool
 
 	// identity and breakerKey cache derived keys; a Target belongs to one
 	// request, so no lock is needed.
@@ -116,7 +122,9 @@ func Resolve(h *ingress.Headers, r Resolver, cache *ConfigCache) (*Plan, error) 
 			"no provider: set %s%s (with Authorization), %s%s or %s%s",
 			ingress.Prefix, ingress.Provider, ingress.Prefix, ingress.VirtualKey, ingress.Prefix, ingress.Config)
 	}
-	return finishPlan(cfg, plan, h, r)
+	// An inline config is client input; a saved one is the operator's.
+	untrusted := h.Config != "" && plan.ConfigID == ""
+	return finishPlan(cfg, plan, h, r, untrusted)
 }
 
 // ResolveConfig builds the plan of a configuration the gateway holds
@@ -124,17 +132,19 @@ func Resolve(h *ingress.Headers, r Resolver, cache *ConfigCache) (*Plan, error) 
 // client sent. It skips the client schema, whose required-key groups would
 // refuse {"provider": …} alone: a prompt stores no credentials by design,
 // and the request's Authorization header supplies them. The headers refine
-// the leaves as in Resolve.
+// the leaves as in Resolve. Prompts are written through the API by clients,
+// so their address fields are guarded like an inline config's.
 func ResolveConfig(cfg *Config, h *ingress.Headers, r Resolver) (*Plan, error) {
-	return finishPlan(cfg, new(Plan), h, r)
+	return finishPlan(cfg, new(Plan), h, r, true)
 }
 
-func finishPlan(cfg *Config, plan *Plan, h *ingress.Headers, r Resolver) (*Plan, error) {
+func finishPlan(cfg *Config, plan *Plan, h *ingress.Headers, r Resolver, untrusted bool) (*Plan, error) {
 	plan.Root = build(cfg, "config", &inherited{}, plan)
 	if err := validatePlan(plan.Root); err != nil {
 		return nil, err
 	}
 	for _, t := range plan.Leaves {
+		t.GuardEgress = untrusted && HasAddress(&t.Settings)
 		if err := finishTarget(t, h, r); err != nil {
 			return nil, err
 		}
@@ -234,9 +244,14 @@ func finishTarget(t *Target, h *ingress.Headers, r Resolver) error {
 	}
 	if h.CustomHost != "" && t.Settings.CustomHost == "" {
 		t.Settings.CustomHost = h.CustomHost
+		t.GuardEgress = true
 	}
 	for field, v := range h.Cloud {
+		before := t.Settings
 		t.Settings.FillField(field, v)
+		if addressFields[field] && !sameAddress(&before, &t.Settings) {
+			t.GuardEgress = true
+		}
 	}
 	if h.RequestTimeoutMS > 0 {
 		t.RequestTimeoutMS = h.RequestTimeoutMS

@@ -92,6 +92,9 @@ func FinishReason(stop string) string {
 
 // Response implements providers.Translator.
 func (t Chat) Response(c *providers.Call, body []byte) ([]byte, *providers.Usage, error) {
+	if err := checkMessage(t.Provider, body); err != nil {
+		return nil, nil, err
+	}
 	var r response
 	if err := json.Unmarshal(body, &r); err != nil {
 		return nil, nil, err
@@ -188,4 +191,22 @@ func (t Chat) Error(c *providers.Call, status int, body []byte) []byte {
 // Stream implements providers.Translator.
 func (t Chat) Stream(c *providers.Call, w io.Writer) providers.StreamConverter {
 	return newStream(t.Provider, c, w)
+}
+
+// checkMessage requires what every Messages API answer carries: an object
+// of "type":"message" with a content array.
+func checkMessage(provider string, body []byte) error {
+	if provider == "" {
+		provider = Slug
+	}
+	if err := oaiwire.CheckAnswer(provider, body); err != nil {
+		return err
+	}
+	if gjson.GetBytes(body, "type").Str != "message" {
+		return oaiwire.MissingField(provider, `"type":"message"`)
+	}
+	if !gjson.GetBytes(body, "content").IsArray() {
+		return oaiwire.MissingField(provider, "content")
+	}
+	return nil
 }

@@ -107,6 +107,9 @@ func hostLabel(field, v string) error {
 	if v == "" {
 		return nil
 	}
+	if len(v) > 63 || v[0] == '-' || v[len(v)-1] == '-' {
+		return apierror.BadRequest(field, "invalid %s %q: not a DNS label (1 to 63 letters, digits or inner '-')", field, v)
+	}
 	for i := 0; i < len(v); i++ {
 		c := v[i]
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-') {

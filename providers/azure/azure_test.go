@@ -109,9 +109,14 @@ func TestOpenAIPrepare(t *testing.T) {
 			wantBody: `{"model":"gpt-4o-2024-11-20","messages":[{"role":"user","content":"hi"}]}`,
 		},
 		{
-			name:     "custom host replaces the resource host",
-			settings: func(s *providers.Settings) { s.ResourceName, s.CustomHost = "", "http://127.0.0.1:9000/azure/" },
+			name:     "custom host with a path replaces the whole base",
+			settings: func(s *providers.Settings) { s.ResourceName, s.CustomHost = "", "http://127.0.0.1:9000/azure/openai/" },
 			wantURL:  "http://127.0.0.1:9000/azure/openai/deployments/gpt4o-prod/chat/completions?api-version=2024-10-21",
+		},
+		{
+			name:     "custom host without a path gets /openai",
+			settings: func(s *providers.Settings) { s.ResourceName, s.CustomHost = "", "http://127.0.0.1:9000" },
+			wantURL:  "http://127.0.0.1:9000/openai/deployments/gpt4o-prod/chat/completions?api-version=2024-10-21",
 		},
 		{
 			name: "streams ask for usage on recent versions",

@@ -14,13 +14,15 @@ import (
 
 // OpenAI is the azure-openai provider.
 //
-// URLs: https://{resource_name}.openai.azure.com (or custom_host) +
-//   - /openai/deployments/{deployment}/{path}?api-version={v} for the
+// URLs: https://{resource_name}.openai.azure.com/openai (or custom_host,
+// which replaces that whole base as in the reference gateway; a custom
+// host without a path gets /openai) +
+//   - /deployments/{deployment}/{path}?api-version={v} for the
 //     deployment-scoped operations (chat, completions, embeddings, images,
 //     audio);
-//   - /openai/{path}?api-version={v} for everything else (files, batches,
+//   - /{path}?api-version={v} for everything else (files, batches,
 //     responses, models, any other path), which Azure serves per resource;
-//   - /openai/v1/{path} when api_version is "v1", "preview" or "latest"
+//   - /v1/{path} when api_version is "v1", "preview" or "latest"
 //     (Azure's version-less API; the latter two are sent as api-version),
 //     where the model stays in the body and no deployment is needed.
 //
@@ -46,7 +48,7 @@ func (OpenAI) Prepare(c *providers.Call, s *providers.Settings, u *providers.Ups
 	target := *base
 	switch {
 	case isV1(version):
-		target.Path += "/openai/v1" + c.Path
+		target.Path += "/v1" + c.Path
 		v := version
 		if v == "v1" {
 			v = ""
@@ -70,10 +72,10 @@ func (OpenAI) Prepare(c *providers.Call, s *providers.Settings, u *providers.Ups
 			if dep == "" {
 				return apierror.BadRequest("deployment_id", "provider azure-openai needs deployment_id for %s: set it in the config, the deployments list or the x-gateway-cloudb-deployment-id header", c.Op)
 			}
-			target.Path += "/openai/deployments/" + dep + c.Path
-			target.RawPath = base.EscapedPath() + "/openai/deployments/" + url.PathEscape(dep) + (&url.URL{Path: c.Path}).EscapedPath()
+			target.Path += "/deployments/" + dep + c.Path
+			target.RawPath = base.EscapedPath() + "/deployments/" + url.PathEscape(dep) + (&url.URL{Path: c.Path}).EscapedPath()
 		} else {
-			target.Path += "/openai" + c.Path
+			target.Path += c.Path
 		}
 		target.RawQuery = mergeQuery(c.RawQuery, version)
 	}
@@ -98,7 +100,11 @@ func (OpenAI) Translator(providers.Operation) providers.Translator { return nil 
 
 func openAIBase(s *providers.Settings) (*url.URL, error) {
 	if s.CustomHost != "" {
-		return customBase(s.CustomHost)
+		u, err := customBase(s.CustomHost)
+		if err == nil && u.Path == "" {
+			u.Path = "/openai"
+		}
+		return u, err
 	}
 	if s.ResourceName == "" {
 		return nil, apierror.BadRequest("resource_name", "provider azure-openai needs resource_name (the x-gateway-cloudb-resource-name header, or resource_name in a config or virtual key), or custom_host")
@@ -106,7 +112,7 @@ func openAIBase(s *providers.Settings) (*url.URL, error) {
 	if err := hostLabel("resource_name", s.ResourceName); err != nil {
 		return nil, err
 	}
-	return &url.URL{Scheme: "https", Host: s.ResourceName + ".openai.azure.com"}, nil
+	return &url.URL{Scheme: "https", Host: s.ResourceName + ".openai.azure.com", Path: "/openai"}, nil
 }
 
 // pickDeployment resolves the deployment and API version for model. An

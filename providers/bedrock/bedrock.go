@@ -62,7 +62,7 @@ func (p *Provider) Prepare(c *providers.Call, s *providers.Settings, u *provider
 	if region == "" {
 		region = DefaultRegion
 	}
-	if !regionPattern.MatchString(region) {
+	if len(region) > 63 || !regionPattern.MatchString(region) {
 		return apierror.BadRequest("clouda_region", "invalid clouda_region %q: expected an AWS region such as us-east-1", region)
 	}
 	if s.CloudAAccessKeyID == "" && s.APIKey == "" {

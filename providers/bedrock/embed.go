@@ -14,6 +14,7 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers/internal/oaiwire"
 )
 
 // Embedding model families reachable through InvokeModel.
@@ -105,8 +106,8 @@ type embedTranslator struct{}
 
 // Response implements providers.Translator.
 func (embedTranslator) Response(c *providers.Call, body []byte) ([]byte, *providers.Usage, error) {
-	if !gjson.ValidBytes(body) {
-		return nil, nil, errors.New("bedrock: embedding response is not JSON")
+	if err := oaiwire.CheckAnswer(Slug, body); err != nil {
+		return nil, nil, err
 	}
 	asBase64 := gjson.GetBytes(c.Body, "encoding_format").String() == "base64"
 	var vectors []gjson.Result

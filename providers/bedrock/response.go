@@ -15,6 +15,7 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers/internal/oaiwire"
 )
 
 // newID and now are replaced in tests so golden outputs are stable.
@@ -112,6 +113,9 @@ var jsonNull = json.RawMessage("null")
 
 // Response implements providers.Translator.
 func (chatTranslator) Response(c *providers.Call, body []byte) ([]byte, *providers.Usage, error) {
+	if err := oaiwire.CheckAnswer(Slug, body); err != nil {
+		return nil, nil, err
+	}
 	var r converseResponse
 	if err := json.Unmarshal(body, &r); err != nil {
 		return nil, nil, err

@@ -18,8 +18,13 @@ import (
 // Slug is the provider's name.
 const Slug = "cohere"
 
-// BaseURL is Cohere's v2 API base; custom_host replaces it.
-const BaseURL = "https://api.cohere.com/v2"
+// BaseURL is Cohere's API host. custom_host replaces it, as in the
+// reference gateway, and the versioned paths (/v2/chat, /v2/embed) are
+// appended to either.
+const BaseURL = "https://api.cohere.com"
+
+// apiVersion prefixes every path the gateway sends to Cohere.
+const apiVersion = "/v2"
 
 // DefaultInputType is sent to embed when the request names none: Cohere
 // requires one, and OpenAI's embeddings are most often stored documents.
@@ -33,7 +38,7 @@ type provider struct{}
 
 // Prepare implements providers.Provider.
 func (provider) Prepare(c *providers.Call, s *providers.Settings, u *providers.Upstream) error {
-	base, err := oaiwire.Base(s.CustomHost, BaseURL, "/v2")
+	base, err := oaiwire.Base(s.CustomHost, BaseURL, "")
 	if err != nil {
 		return err
 	}
@@ -56,7 +61,7 @@ func (provider) Prepare(c *providers.Call, s *providers.Settings, u *providers.U
 	if err != nil {
 		return err
 	}
-	if u.URL, err = providers.JoinURL(base, path, query); err != nil {
+	if u.URL, err = providers.JoinURL(base, apiVersion+path, query); err != nil {
 		return err
 	}
 	u.Method, u.Body = method, body
@@ -119,8 +124,14 @@ func (embeddings) Response(c *providers.Call, body []byte) ([]byte, *providers.U
 			} `json:"billed_units"`
 		} `json:"meta"`
 	}
+	if err := oaiwire.CheckAnswer(Slug, body); err != nil {
+		return nil, nil, err
+	}
 	if err := json.Unmarshal(body, &r); err != nil {
 		return nil, nil, err
+	}
+	if r.Embeddings.Float == nil {
+		return nil, nil, oaiwire.MissingField(Slug, "embeddings.float")
 	}
 	u := &providers.Usage{PromptTokens: r.Meta.BilledUnits.InputTokens, TotalTokens: r.Meta.BilledUnits.InputTokens}
 	b64 := gjson.GetBytes(c.Body, "encoding_format").Str == "base64"

@@ -77,6 +77,12 @@ func FinishReason(r string) string {
 
 // Response implements providers.Translator.
 func (chat) Response(c *providers.Call, body []byte) ([]byte, *providers.Usage, error) {
+	if err := oaiwire.CheckAnswer(Slug, body); err != nil {
+		return nil, nil, err
+	}
+	if !gjson.GetBytes(body, "message").IsObject() {
+		return nil, nil, oaiwire.MissingField(Slug, "message")
+	}
 	var r response
 	if err := json.Unmarshal(body, &r); err != nil {
 		return nil, nil, err

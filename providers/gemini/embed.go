@@ -66,11 +66,20 @@ func (embeddings) Response(c *providers.Call, body []byte) ([]byte, *providers.U
 			Values []float64 `json:"values"`
 		} `json:"embeddings"`
 	}
+	if err := oaiwire.CheckAnswer(Slug, body); err != nil {
+		return nil, nil, err
+	}
 	if err := json.Unmarshal(body, &r); err != nil {
 		return nil, nil, err
 	}
+	if len(r.Embeddings) == 0 {
+		return nil, nil, oaiwire.MissingField(Slug, "embeddings")
+	}
 	vecs := make([][]float64, len(r.Embeddings))
 	for i := range r.Embeddings {
+		if r.Embeddings[i].Values == nil {
+			return nil, nil, oaiwire.MissingField(Slug, "embeddings[].values")
+		}
 		vecs[i] = r.Embeddings[i].Values
 	}
 	b64 := gjson.GetBytes(c.Body, "encoding_format").Str == "base64"

@@ -16,8 +16,13 @@ import (
 // Slug is the Gemini API provider's name.
 const Slug = "google"
 
-// BaseURL is the Gemini API base; custom_host replaces it.
-const BaseURL = "https://generativelanguage.googleapis.com/v1beta"
+// BaseURL is the Gemini API host. custom_host replaces it, as in the
+// reference gateway, and the versioned paths (/v1beta/models/…) are
+// appended to either.
+const BaseURL = "https://generativelanguage.googleapis.com"
+
+// apiVersion prefixes every path the gateway sends to the Gemini API.
+const apiVersion = "/v1beta"
 
 func init() {
 	providers.Register(Slug, provider{})
@@ -54,7 +59,7 @@ func ChatMethod(stream bool) (suffix, query string) {
 // Prepare implements providers.Provider. The key goes in x-goog-api-key,
 // never in the URL, so it cannot leak into logs.
 func (provider) Prepare(c *providers.Call, s *providers.Settings, u *providers.Upstream) error {
-	base, err := oaiwire.Base(s.CustomHost, BaseURL, "/v1beta")
+	base, err := oaiwire.Base(s.CustomHost, BaseURL, "")
 	if err != nil {
 		return err
 	}
@@ -87,7 +92,7 @@ func (provider) Prepare(c *providers.Call, s *providers.Settings, u *providers.U
 	default:
 		return oaiwire.Unsupported(Slug, "/v1"+c.Path)
 	}
-	if u.URL, err = providers.JoinURL(base, path, query); err != nil {
+	if u.URL, err = providers.JoinURL(base, apiVersion+path, query); err != nil {
 		return err
 	}
 	u.Method, u.Body = method, body

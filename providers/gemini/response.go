@@ -103,6 +103,18 @@ func signatureExtra(sigRaw string) string {
 
 // Response implements providers.Translator.
 func (t Chat) Response(c *providers.Call, body []byte) ([]byte, *providers.Usage, error) {
+	provider := t.Provider
+	if provider == "" {
+		provider = Slug
+	}
+	if err := oaiwire.CheckAnswer(provider, body); err != nil {
+		return nil, nil, err
+	}
+	// A blocked prompt has no candidates but promptFeedback; an answer
+	// with neither is not a generateContent answer.
+	if !gjson.GetBytes(body, "candidates").IsArray() && !gjson.GetBytes(body, "promptFeedback").IsObject() {
+		return nil, nil, oaiwire.MissingField(provider, "candidates")
+	}
 	var r response
 	if err := json.Unmarshal(body, &r); err != nil {
 		return nil, nil, err

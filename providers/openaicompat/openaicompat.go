@@ -28,6 +28,12 @@ type Row struct {
 	// OrgHeaders is true for OpenAI itself, whose organization and project
 	// headers come from vendor_organization and vendor_project.
 	OrgHeaders bool
+	// HostPath, when set, makes custom_host the server's host (and any
+	// path prefix) with HostPath always appended, as the reference gateway
+	// does for providers whose base URL is a host (Ollama: custom_host
+	// "http://gpu:11434" reaches /v1/chat/completions). Otherwise
+	// custom_host replaces the whole base URL (see CustomBase).
+	HostPath string
 }
 
 // Table is the list of OpenAI-compatible providers. Adding a provider that
@@ -46,7 +52,7 @@ var Table = []Row{
 	{Slug: "deepinfra", BaseURL: "https://api.deepinfra.com/v1/openai", StreamUsage: true},
 	{Slug: "sambanova", BaseURL: "https://api.sambanova.ai/v1", StreamUsage: true},
 	{Slug: "nebius", BaseURL: "https://api.studio.nebius.ai/v1", StreamUsage: true},
-	{Slug: "ollama", BaseURL: "http://localhost:11434/v1", StreamUsage: true, KeyOptional: true},
+	{Slug: "ollama", BaseURL: "http://localhost:11434/v1", StreamUsage: true, KeyOptional: true, HostPath: "/v1"},
 	{Slug: "openai-compatible", StreamUsage: true, KeyOptional: true},
 }
 
@@ -61,7 +67,10 @@ type compat struct{ row Row }
 // Prepare implements providers.Provider.
 func (p *compat) Prepare(c *providers.Call, s *providers.Settings, u *providers.Upstream) error {
 	base := p.row.BaseURL
-	if s.CustomHost != "" {
+	switch {
+	case s.CustomHost != "" && p.row.HostPath != "":
+		base = strings.TrimRight(s.CustomHost, "/") + p.row.HostPath
+	case s.CustomHost != "":
 		base = CustomBase(s.CustomHost)
 	}
 	if base == "" {

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +18,8 @@ import (
 	"golang.org/x/oauth2/jwt"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/upstream"
 )
 
 // Scope is the OAuth scope Vertex AI calls need.
@@ -35,84 +36,144 @@ const (
 	tokenTimeout = 30 * time.Second
 )
 
-// GoogleTokenURL is the default token_uri policy: only Google's HTTPS
-// token endpoints. The service account JSON may come from a client's
-// inline config, so without a policy token_uri would let a client make the
-// gateway POST to any internal address.
-func GoogleTokenURL(u *url.URL) bool {
-	host := u.Hostname()
-	return u.Scheme == "https" && (host == "oauth2.googleapis.com" || host == "accounts.google.com" ||
-		strings.HasSuffix(host, ".googleapis.com"))
-}
-
-var tokenURLPolicy atomic.Pointer[func(*url.URL) bool]
-
-// SetTokenURLPolicy replaces the check applied to a service account's
-// token_uri and returns the previous one. Tests use it to reach a fake
-// token endpoint; operators with a private token endpoint may too.
-func SetTokenURLPolicy(allow func(*url.URL) bool) (previous func(*url.URL) bool) {
-	if allow == nil {
-		allow = GoogleTokenURL
-	}
-	if old := tokenURLPolicy.Swap(&allow); old != nil {
-		return *old
-	}
-	return GoogleTokenURL
-}
-
-func tokenURLAllowed(u *url.URL) bool {
-	if p := tokenURLPolicy.Load(); p != nil {
-		return (*p)(u)
-	}
-	return GoogleTokenURL(u)
-}
-
-var tokenClient = &http.Client{Timeout: tokenTimeout}
-
 // tokens caches one token source per service account, keyed by the
-// SHA-256 of its JSON so the key itself is never a map key or log field.
+// SHA-256 of its JSON so the key itself is never a map key or log field,
+// and by whether the account came from client input (guarded), so an
+// account a client sent never shares a token source with an operator's.
 // It lives in the provider value, which is registered once per process:
 // cached tokens therefore survive Caddy config reloads, and a token is
 // fetched once per service account and refreshed shortly before it
 // expires, never per request.
 type tokens struct {
 	mu      sync.Mutex
-	entries map[[sha256.Size]byte]*account
-	order   [][sha256.Size]byte // insertion order, for eviction
+	entries map[accountKey]*account
+	order   []accountKey // insertion order, for eviction
+}
+
+type accountKey struct {
+	sum     [sha256.Size]byte
+	guarded bool
 }
 
 type account struct {
 	src       oauth2.TokenSource
 	projectID string
+	// egress is the dialer of the latest request that used a guarded
+	// account: the token endpoint (token_uri, from client input) is
+	// reached only under the gateway's current egress policy.
+	egress atomic.Pointer[providers.Dialer]
+	// blocked records that the egress policy refused the token endpoint
+	// during the running fetch: oauth2 flattens transport errors into
+	// text, so the refusal is carried beside it.
+	blocked atomic.Bool
+	// unreachable records a transport failure of the running fetch.
+	unreachable atomic.Bool
+}
+
+// recorder notes on its account how a token fetch failed, which oauth2
+// would otherwise flatten into text.
+type recorder struct {
+	base http.RoundTripper
+	a    *account
+}
+
+// RoundTrip implements http.RoundTripper.
+func (r recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := r.base.RoundTrip(req)
+	if err != nil {
+		if errors.Is(err, upstream.ErrBlocked) {
+			r.a.blocked.Store(true)
+		} else {
+			r.a.unreachable.Store(true)
+		}
+	}
+	return resp, err
 }
 
 // fetcher fetches a fresh token on every call; the ReuseTokenSource
 // around it decides when that is needed. (jwt.Config's own TokenSource
 // caches too, but refreshes only seconds before expiry.)
-type fetcher struct{ cfg *jwt.Config }
-
-// Token implements oauth2.TokenSource.
-func (f fetcher) Token() (*oauth2.Token, error) {
-	ctx := context.WithValue(context.Background(), oauth2.HTTPClient, tokenClient)
-	return f.cfg.TokenSource(ctx).Token()
+type fetcher struct {
+	cfg    *jwt.Config
+	client *http.Client
+	a      *account
 }
+
+// Token implements oauth2.TokenSource. ReuseTokenSource calls it under
+// its own lock, so fetches of one account never overlap.
+func (f fetcher) Token() (*oauth2.Token, error) {
+	ctx := context.WithValue(context.Background(), oauth2.HTTPClient, f.client)
+	f.a.blocked.Store(false)
+	f.a.unreachable.Store(false)
+	tok, err := f.cfg.TokenSource(ctx).Token()
+	switch {
+	case err == nil:
+	case f.a.blocked.Load():
+		return nil, upstream.ErrBlocked
+	case f.a.unreachable.Load():
+		return nil, errUnreachable
+	}
+	return tok, err
+}
+
+// guardedClient returns the HTTP client of a guarded account: every
+// connection is dialled by the account's current egress dialer (which
+// checks the resolved address before connecting), never through an
+// environment proxy, and never reused, so a policy change applies to the
+// next fetch.
+func guardedClient(a *account) *http.Client {
+	return &http.Client{
+		Timeout: tokenTimeout,
+		Transport: recorder{a: a, base: &http.Transport{
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				d := a.egress.Load()
+				if d == nil || *d == nil {
+					return nil, errNoEgress
+				}
+				return (*d).DialContext(ctx, network, addr)
+			},
+			DisableKeepAlives:   true,
+			TLSHandshakeTimeout: 10 * time.Second,
+			ForceAttemptHTTP2:   true,
+		}},
+		// A token endpoint that redirects is not followed: the redirect
+		// target would be dialled by the same guard, but nothing needs it.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+type egressError string
+
+func (e egressError) Error() string { return string(e) }
+
+const (
+	errNoEgress    = egressError("vertex: no egress dialer for a guarded service account")
+	errUnreachable = egressError("vertex: the token endpoint could not be reached")
+)
 
 // token returns an access token for the service account and the project
 // id the account names.
-func (t *tokens) token(saJSON []byte) (string, string, error) {
+//
+// egress, when non-nil, is the egress-policy dialer of a request whose
+// service account came from client input; the token endpoint is then
+// dialled only through it.
+func (t *tokens) token(saJSON []byte, egress providers.Dialer) (string, string, error) {
 	saJSON = unquote(saJSON)
-	key := sha256.Sum256(saJSON)
+	key := accountKey{sum: sha256.Sum256(saJSON), guarded: egress != nil}
 	t.mu.Lock()
 	a := t.entries[key]
 	if a == nil {
 		var err error
-		if a, err = newAccount(saJSON); err != nil {
+		if a, err = newAccount(saJSON, key.guarded); err != nil {
 			t.mu.Unlock()
 			return "", "", err
 		}
 		t.add(key, a)
 	}
 	t.mu.Unlock()
+	if egress != nil {
+		a.egress.Store(&egress)
+	}
 	tok, err := a.src.Token()
 	if err != nil {
 		return "", "", tokenError(err)
@@ -120,9 +181,9 @@ func (t *tokens) token(saJSON []byte) (string, string, error) {
 	return tok.AccessToken, a.projectID, nil
 }
 
-func (t *tokens) add(key [sha256.Size]byte, a *account) {
+func (t *tokens) add(key accountKey, a *account) {
 	if t.entries == nil {
-		t.entries = make(map[[sha256.Size]byte]*account)
+		t.entries = make(map[accountKey]*account)
 	}
 	if len(t.order) >= maxAccounts {
 		delete(t.entries, t.order[0])
@@ -132,7 +193,7 @@ func (t *tokens) add(key [sha256.Size]byte, a *account) {
 	t.order = append(t.order, key)
 }
 
-func newAccount(saJSON []byte) (*account, error) {
+func newAccount(saJSON []byte, guarded bool) (*account, error) {
 	var meta struct {
 		ProjectID string `json:"project_id"`
 	}
@@ -146,12 +207,20 @@ func newAccount(saJSON []byte) (*account, error) {
 	if cfg.TokenURL == "" {
 		cfg.TokenURL = google.JWTTokenURL
 	}
+	// token_uri is honoured as Google's libraries do (other universes,
+	// private endpoints); what it may reach is the egress policy's call,
+	// made when the fetch dials.
 	u, err := url.Parse(cfg.TokenURL)
-	if err != nil || !tokenURLAllowed(u) {
-		return nil, apierror.BadRequest("cloudc_service_account_json", "the service account's token_uri is not a Google token endpoint")
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+		return nil, apierror.BadRequest("cloudc_service_account_json", "the service account's token_uri is not an http(s) URL")
 	}
-	f := fetcher{cfg: cfg}
-	return &account{src: oauth2.ReuseTokenSourceWithExpiry(nil, f, earlyExpiry), projectID: meta.ProjectID}, nil
+	a := &account{projectID: meta.ProjectID}
+	f := fetcher{cfg: cfg, client: &http.Client{Timeout: tokenTimeout, Transport: recorder{base: http.DefaultTransport, a: a}}, a: a}
+	if guarded {
+		f.client = guardedClient(a)
+	}
+	a.src = oauth2.ReuseTokenSourceWithExpiry(nil, f, earlyExpiry)
+	return a, nil
 }
 
 // tokenError maps a failed token fetch without quoting the response,
@@ -165,9 +234,12 @@ func tokenError(err error) error {
 		}
 		return apierror.New(http.StatusUnauthorized, apierror.TypeAuthentication, msg).WithCode("invalid_service_account")
 	}
+	if errors.As(err, new(*upstream.BlockedError)) {
+		return upstream.Refusal()
+	}
 	var ne net.Error
 	var ue *url.Error
-	if errors.As(err, &ne) || errors.As(err, &ue) {
+	if errors.Is(err, errUnreachable) || errors.As(err, &ne) || errors.As(err, &ue) {
 		return apierror.New(http.StatusBadGateway, apierror.TypeUpstream, "could not reach Google's token endpoint for the service account").WithCode("upstream_unreachable")
 	}
 	return apierror.BadRequest("cloudc_service_account_json", "the service account key could not be used to sign a token request")

@@ -90,12 +90,21 @@ func (embeddings) Response(c *providers.Call, body []byte) ([]byte, *providers.U
 			} `json:"embeddings"`
 		} `json:"predictions"`
 	}
+	if err := oaiwire.CheckAnswer(Slug, body); err != nil {
+		return nil, nil, err
+	}
 	if err := json.Unmarshal(body, &r); err != nil {
 		return nil, nil, err
+	}
+	if len(r.Predictions) == 0 {
+		return nil, nil, oaiwire.MissingField(Slug, "predictions")
 	}
 	u := &providers.Usage{}
 	vecs := make([][]float64, len(r.Predictions))
 	for i := range r.Predictions {
+		if r.Predictions[i].Embeddings.Values == nil {
+			return nil, nil, oaiwire.MissingField(Slug, "predictions[].embeddings.values")
+		}
 		vecs[i] = r.Predictions[i].Embeddings.Values
 		u.PromptTokens += r.Predictions[i].Embeddings.Statistics.TokenCount
 	}

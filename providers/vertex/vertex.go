@@ -61,7 +61,7 @@ func SplitModel(model string) (Publisher, string, error) {
 // validRegion keeps the region, which becomes part of a host name, to
 // the characters Google region names use.
 func validRegion(r string) bool {
-	if r == "" || len(r) > 63 {
+	if r == "" || len(r) > 63 || r[0] == '-' || r[len(r)-1] == '-' {
 		return false
 	}
 	for _, c := range r {
@@ -102,7 +102,7 @@ func (p *provider) Prepare(c *providers.Call, s *providers.Settings, u *provider
 	if err != nil {
 		return err
 	}
-	token, project, err := p.credentials(s)
+	token, project, err := p.credentials(s, c.Egress)
 	if err != nil {
 		return err
 	}
@@ -166,9 +166,9 @@ func (p *provider) route(c *providers.Call, location string) (path, query string
 }
 
 // credentials returns the bearer token and the service account's project.
-func (p *provider) credentials(s *providers.Settings) (token, project string, err error) {
+func (p *provider) credentials(s *providers.Settings, egress providers.Dialer) (token, project string, err error) {
 	if len(s.CloudCServiceAccountJSON) > 0 && string(s.CloudCServiceAccountJSON) != "null" {
-		return p.tokens.token(s.CloudCServiceAccountJSON)
+		return p.tokens.token(s.CloudCServiceAccountJSON, egress)
 	}
 	if s.APIKey != "" {
 		return s.APIKey, "", nil

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -57,11 +56,6 @@ func tokenServer(t testing.TB, status int) (*httptest.Server, *atomic.Int32) {
 	}))
 	t.Cleanup(srv.Close)
 	return srv, &n
-}
-
-func allowAnyTokenURL(t testing.TB) {
-	old := SetTokenURLPolicy(func(*url.URL) bool { return true })
-	t.Cleanup(func() { SetTokenURLPolicy(old) })
 }
 
 func prepare(p *provider, c *providers.Call, s *providers.Settings) (*providers.Upstream, error) {
@@ -141,7 +135,8 @@ func TestPrepareErrors(t *testing.T) {
 		{"claude embeddings", providers.OpEmbeddings, "claude-3", providers.Settings{APIKey: "t", CloudCProjectID: "p"}, 400, ""},
 		{"completions", providers.OpCompletions, "gemini", providers.Settings{APIKey: "t", CloudCProjectID: "p"}, 400, ""},
 		{"bad sa", providers.OpChat, "gemini", providers.Settings{CloudCServiceAccountJSON: json.RawMessage(`{"type":"service_account"}`)}, 400, "cloudc_service_account_json"},
-		{"sa token_uri not google", providers.OpChat, "gemini", providers.Settings{CloudCServiceAccountJSON: serviceAccount(t, "p", "http://169.254.169.254/token")}, 400, "cloudc_service_account_json"},
+		{"sa token_uri not http", providers.OpChat, "gemini", providers.Settings{CloudCServiceAccountJSON: serviceAccount(t, "p", "file:///etc/passwd")}, 400, "cloudc_service_account_json"},
+		{"sa token_uri with userinfo", providers.OpChat, "gemini", providers.Settings{CloudCServiceAccountJSON: serviceAccount(t, "p", "https://u:p@oauth2.googleapis.com/token")}, 400, "cloudc_service_account_json"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -159,7 +154,6 @@ func TestPrepareErrors(t *testing.T) {
 }
 
 func TestServiceAccountTokenCached(t *testing.T) {
-	allowAnyTokenURL(t)
 	srv, fetches := tokenServer(t, http.StatusOK)
 	sa := serviceAccount(t, "sa-project", srv.URL+"/token")
 	p := &provider{}
@@ -188,14 +182,13 @@ func TestServiceAccountTokenCached(t *testing.T) {
 		t.Fatalf("token fetched %d times after quoted copy, want 1", n)
 	}
 	for k := range p.tokens.entries {
-		if strings.Contains(string(k[:]), "PRIVATE") {
+		if strings.Contains(string(k.sum[:]), "PRIVATE") {
 			t.Fatal("cache keyed by key material")
 		}
 	}
 }
 
 func TestServiceAccountRefused(t *testing.T) {
-	allowAnyTokenURL(t)
 	srv, _ := tokenServer(t, http.StatusBadRequest)
 	_, err := prepare(&provider{}, &providers.Call{Op: providers.OpChat, Model: "g", Body: []byte(`{"messages":[{"role":"user","content":"x"}]}`)},
 		&providers.Settings{CloudCServiceAccountJSON: serviceAccount(t, "p", srv.URL)})
@@ -208,22 +201,10 @@ func TestServiceAccountRefused(t *testing.T) {
 func TestTokenCacheBounded(t *testing.T) {
 	var tc tokens
 	for i := 0; i < maxAccounts+10; i++ {
-		tc.add([32]byte{byte(i), byte(i >> 8)}, &account{})
+		tc.add(accountKey{sum: [32]byte{byte(i), byte(i >> 8)}}, &account{})
 	}
 	if len(tc.entries) != maxAccounts || len(tc.order) != maxAccounts {
 		t.Fatalf("cache holds %d/%d entries", len(tc.entries), len(tc.order))
-	}
-}
-
-func TestDefaultTokenURLPolicy(t *testing.T) {
-	for raw, ok := range map[string]bool{
-		"https://oauth2.googleapis.com/token": true, "https://accounts.google.com/o/oauth2/token": true,
-		"http://oauth2.googleapis.com/token": false, "https://127.0.0.1/token": false, "https://googleapis.com.evil.io/": false,
-	} {
-		u, _ := url.Parse(raw)
-		if tokenURLAllowed(u) != ok {
-			t.Errorf("tokenURLAllowed(%s) != %v", raw, ok)
-		}
 	}
 }
 
