@@ -7,6 +7,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers/internal/oaiwire"
 )
@@ -102,7 +103,7 @@ func (s *stream) end() {
 
 // event handles one SSE event; it returns false once the stream is over.
 func (s *stream) event(_, data []byte) bool {
-	if !gjson.ValidBytes(data) {
+	if jsonlimit.Check(data) != nil {
 		s.fail(s.provider+" sent a malformed stream event", "")
 		return false
 	}

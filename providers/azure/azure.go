@@ -32,6 +32,7 @@ import (
 	"github.com/tidwall/sjson"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
@@ -55,7 +56,7 @@ func LooksLikeJWT(key string) bool {
 		return false
 	}
 	hdr, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[0], "="))
-	return err == nil && gjson.ValidBytes(hdr) && gjson.GetBytes(hdr, "alg").Exists()
+	return err == nil && jsonlimit.Check(hdr) == nil && gjson.GetBytes(hdr, "alg").Exists()
 }
 
 // missingKey is the 401 for a request without any Azure credential.
@@ -78,7 +79,7 @@ func setAuth(h http.Header, key, keyHeader string) {
 // header, for deployments and endpoints that serve several models. Only
 // JSON bodies are touched; multipart audio uploads are sent as they are.
 func withModelName(c *providers.Call, s *providers.Settings, body []byte) []byte {
-	if s.CloudBModelName == "" || len(body) == 0 || !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
+	if s.CloudBModelName == "" || len(body) == 0 || jsonlimit.Check(body) != nil || !gjson.ParseBytes(body).IsObject() {
 		return body
 	}
 	if b, err := sjson.SetBytes(body, "model", s.CloudBModelName); err == nil {

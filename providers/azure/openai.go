@@ -9,6 +9,7 @@ import (
 	"github.com/tidwall/sjson"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
@@ -56,7 +57,7 @@ func (OpenAI) Prepare(c *providers.Call, s *providers.Settings, u *providers.Ups
 		target.RawQuery = mergeQuery(c.RawQuery, v)
 		// The v1 API routes on the body's model, which must name the
 		// deployment: an alias the deployments list resolved is replaced.
-		if aliased && dep != "" && gjson.ValidBytes(body) {
+		if aliased && dep != "" && jsonlimit.Check(body) == nil {
 			if b, err := sjson.SetBytes(body, "model", dep); err == nil {
 				body = b
 			}

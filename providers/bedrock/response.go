@@ -14,6 +14,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers/internal/oaiwire"
 )
@@ -231,7 +232,7 @@ func ErrorBody(status int, body []byte) []byte {
 	if msg == "" {
 		msg = gjson.GetBytes(body, "Message").String()
 	}
-	if msg == "" && !gjson.ValidBytes(body) {
+	if msg == "" && jsonlimit.Check(body) != nil {
 		// A proxy's or load balancer's plain-text answer: keep a bounded
 		// prefix so the client sees what happened.
 		msg = strings.TrimSpace(string(body[:min(len(body), 256)]))

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers/internal/oaiwire"
 )
@@ -92,7 +93,7 @@ func (s *stream) fail(msg string, code any) {
 }
 
 func (s *stream) event(_, data []byte) bool {
-	if !gjson.ValidBytes(data) {
+	if jsonlimit.Check(data) != nil {
 		s.fail(s.provider+" sent a malformed stream event", nil)
 		return false
 	}
