@@ -90,7 +90,7 @@ func (x *exchange) send(ctx context.Context, t *routing.Target) routing.Outcome 
 		})
 		defer timer.Stop()
 	}
-	if t.Settings.CustomHost != "" {
+	if needsEgressGuard(t) {
 		attemptCtx = upstream.WithGuard(attemptCtx, x.g.guard)
 	}
 	r2, proxy := x.upstreamRequest(attemptCtx, t, &call, &u)
@@ -228,6 +228,10 @@ func (x *exchange) deliverHeld(c *capture, t *routing.Target) routing.Outcome {
 	_, _ = x.w.Write(body)
 	return routing.Outcome{Status: c.status, Committed: true}
 }
+
+// needsEgressGuard reports whether t's upstream address came from client
+// input and must pass the custom_host_allow policy.
+func needsEgressGuard(t *routing.Target) bool { return t.Settings.CustomHost != "" }
 
 // fail records a gateway-made error as the attempt's answer.
 func (x *exchange) fail(e *apierror.Error, cause routing.Cause) routing.Outcome {

@@ -10,6 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 )
@@ -121,7 +122,7 @@ func (x *exchange) store(t *routing.Target, status int, body []byte, stream bool
 		if body, ok = cache.Assemble(body); !ok {
 			return
 		}
-	} else if !gjson.ValidBytes(body) {
+	} else if jsonlimit.Check(body) != nil {
 		return
 	} else {
 		// Exactly sized, so the cache's byte accounting is true; the
@@ -147,7 +148,7 @@ func (x *exchange) bodyFor(t *routing.Target) ([]byte, error) {
 		if render {
 			body, use, err = x.renderTarget(t)
 		}
-		if err == nil && len(t.OverrideParams) > 0 && gjson.ValidBytes(body) {
+		if err == nil && len(t.OverrideParams) > 0 && jsonlimit.Check(body) == nil {
 			body = applyOverrides(body, t.OverrideParams)
 		}
 		x.bodyTarget, x.body, x.bodyErr, x.bodyPrompt = t, body, err, use

@@ -12,6 +12,7 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/prompts"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
@@ -39,6 +40,9 @@ type promptUse struct {
 func (x *exchange) servePromptCompletion(ref string) error {
 	c := &x.call
 	x.entry.Operation = providers.OpChat
+	if err := jsonlimit.Object(c.Body); err != nil && len(c.Body) > 0 {
+		return apierror.BadRequest("", "the request body must be a JSON object: %v", err)
+	}
 	p, v, err := prompts.Resolve(x.r.Context(), x.g.app.PromptRegistry(), x.identity.WorkspaceID, ref)
 	if err != nil {
 		return err
@@ -206,7 +210,7 @@ func (x *exchange) writePromptResponse(rec *promptRecorder) {
 		_, _ = w.Write(body)
 		return
 	}
-	if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
+	if jsonlimit.Object(body) != nil {
 		// The provider's answer broke off after it began; being held, it
 		// can still be reported as the failure it is.
 		e := apierror.Newf(http.StatusBadGateway, apierror.TypeUpstream, "the provider's response was incomplete")

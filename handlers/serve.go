@@ -19,6 +19,7 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/prompts"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
@@ -266,7 +267,17 @@ func (x *exchange) inspectBody() error {
 	if ct := x.r.Header.Get("Content-Type"); strings.HasPrefix(ct, "multipart/") {
 		return nil // image edits are multipart
 	}
-	if len(c.Body) == 0 || !gjson.ValidBytes(c.Body) || !gjson.ParseBytes(c.Body).IsObject() {
+	// Bounded and UTF-8-checked before gjson or any provider walks it: a
+	// few megabytes of "[" would otherwise exhaust a recursive validator's
+	// stack.
+	if len(c.Body) == 0 {
+		return apierror.BadRequest("", "the request body must be a JSON object")
+	}
+	switch err := jsonlimit.Object(c.Body); err {
+	case nil:
+	case jsonlimit.ErrTooDeep, jsonlimit.ErrInvalidUTF8:
+		return apierror.BadRequest("", "the request body is not acceptable: %v", err)
+	default:
 		return apierror.BadRequest("", "the request body must be a JSON object")
 	}
 	c.Model = gjson.GetBytes(c.Body, "model").String()
