@@ -102,9 +102,11 @@ func (x *exchange) send(ctx context.Context, t *routing.Target) routing.Outcome 
 		// A non-stream answer is held whole when it has a deadline to
 		// meet, or when it will be cached (so it is stored before the
 		// client has it all).
-		hold:   (timer != nil || x.storeTarget == t) && !call.Stream,
-		header: make(http.Header, 8),
-		commit: x.commitHeaders,
+		hold:     (timer != nil || x.storeTarget == t) && !call.Stream,
+		validate: !call.Stream && p.Translator(call.Op) == nil && checkedAnswer(call.Op),
+		maxBody:  x.g.MaxResponseBody,
+		header:   make(http.Header, 8),
+		commit:   x.commitHeaders,
 		onStart: func() {
 			// A stream must start in time; once it has, the deadline no
 			// longer applies.
@@ -141,15 +143,26 @@ func (x *exchange) send(ctx context.Context, t *routing.Target) routing.Outcome 
 		x.entry.Error = "upstream failed mid-response"
 		if call.Stream {
 			x.writeStreamError(apierror.New(http.StatusBadGateway, apierror.TypeUpstream, "the provider's stream failed before it completed"))
+		} else {
+			// A passed-through answer has no way to say it is cut but
+			// a broken connection: a clean end would look complete.
+			x.abort = true
 		}
 		return routing.Outcome{Status: c.status, Committed: true, Cause: routing.CauseStreamFailed}
 	case c.committed:
 		return x.finishCommitted(c)
+	case c.tooLarge:
+		return x.fail(apierror.Newf(http.StatusBadGateway, apierror.TypeUpstream,
+			"provider %s sent a response larger than the gateway's max_response_body of %d bytes", t.Settings.Provider, x.g.MaxResponseBody).WithCode("response_too_large"), routing.CauseNone)
 	case expired:
 		return x.fail(apierror.Newf(http.StatusRequestTimeout, apierror.TypeTimeout,
 			"request to %s timed out after %d ms", t.Settings.Provider, t.RequestTimeoutMS).WithCode("request_timeout"), routing.CauseTimeout)
 	case ctx.Err() != nil:
 		return routing.Outcome{Status: StatusClientClosed, Committed: true, Cause: routing.CauseClientGone}
+	case aborted && c.status != 0:
+		// Headers arrived, then the body broke off while held.
+		return x.fail(apierror.Newf(http.StatusBadGateway, apierror.TypeUpstream,
+			"provider %s's response broke off before it completed", t.Settings.Provider).WithCode("upstream_incomplete"), routing.CauseNone)
 	case err != nil || aborted:
 		e, cause := upstreamError(t, err)
 		return x.fail(e, cause)
@@ -161,6 +174,12 @@ func (x *exchange) send(ctx context.Context, t *routing.Target) routing.Outcome 
 			body = c.tr.Error(&call, c.status, body)
 			c.header.Del("Content-Encoding")
 			c.header.Set("Content-Type", "application/json")
+		} else if call.Op != providers.OpProxy && !isJSONBody(c.header, body) {
+			// An HTML or text error page becomes an envelope with the
+			// provider's status, so clients need one error path.
+			body = apierror.Newf(c.status, apierror.TypeUpstream, "provider %s answered %d: %q",
+				t.Settings.Provider, c.status, prefix(body, 256)).Body()
+			c.header = http.Header{"Content-Type": {"application/json"}}
 		}
 		x.last = &bufferedResponse{status: c.status, header: c.header, body: bytes.Clone(body)}
 		o := routing.Outcome{Status: c.status}
@@ -218,6 +237,12 @@ func (x *exchange) deliverHeld(c *capture, t *routing.Target) routing.Outcome {
 		c.header.Del("Content-Encoding")
 		c.header.Set("Content-Type", "application/json")
 	} else {
+		if c.validate {
+			if err := validAnswer(c.call.Op, body); err != nil {
+				return x.fail(apierror.Newf(http.StatusBadGateway, apierror.TypeUpstream,
+					"provider %s returned an invalid response (%v): %q", t.Settings.Provider, err, prefix(body, 256)).WithCode("invalid_upstream_response"), routing.CauseNone)
+			}
+		}
 		x.entry.Usage = usageFromBody(body)
 	}
 	c.header.Set("Content-Length", strconv.Itoa(len(body)))

@@ -23,11 +23,20 @@ import (
 // large enough for a 25 MB audio upload with multipart overhead.
 const DefaultMaxRequestBody = 32 << 20
 
+// DefaultMaxResponseBody bounds an answer the gateway holds (for a
+// timeout, the cache, validation or translation) when none is configured.
+const DefaultMaxResponseBody = 64 << 20
+
 // Gateway is the llm_gateway handler. It is terminal: it answers every
 // request itself, from a provider or with an error in OpenAI's envelope.
 type Gateway struct {
 	// MaxRequestBody is the largest request body accepted, in bytes.
 	MaxRequestBody int64 `json:"max_request_body,omitempty"`
+	// MaxResponseBody bounds every provider answer the gateway holds in
+	// memory (to meet a timeout, to validate or store it, or to translate
+	// it), in bytes; default DefaultMaxResponseBody. A larger answer is a
+	// 502. Streams and passed-through answers are not held.
+	MaxResponseBody int64 `json:"max_response_body,omitempty"`
 	// CustomHostAllow lists what a client-given custom_host may reach
 	// besides public addresses: "loopback", "private", "link_local",
 	// "any", or CIDRs.
@@ -69,6 +78,9 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	g.logger = ctx.Logger()
 	if g.MaxRequestBody <= 0 {
 		g.MaxRequestBody = DefaultMaxRequestBody
+	}
+	if g.MaxResponseBody <= 0 {
+		g.MaxResponseBody = DefaultMaxResponseBody
 	}
 	a, err := ctx.App(app.ID)
 	if err != nil {

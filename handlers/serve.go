@@ -77,6 +77,10 @@ type exchange struct {
 	varsBody   []byte
 	basePrompt promptUse
 	usedPrompt promptUse
+
+	// abort is set when a passed-through answer broke off: the client's
+	// connection is then aborted rather than ended cleanly.
+	abort bool
 }
 
 // bufferedResponse is a held upstream answer (usually an error).
@@ -105,6 +109,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	}
 	x.entry.Write(g.logger)
 	observe.RunDone(r, &x.entry)
+	if x.abort {
+		panic(http.ErrAbortHandler)
+	}
 	return nil
 }
 
