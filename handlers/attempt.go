@@ -322,6 +322,7 @@ func (x *exchange) upstreamRequest(ctx context.Context, t *routing.Target, call 
 		h[k] = v
 	}
 
+	ctx = withCredentials(ctx, h)
 	r2 := x.r.WithContext(ctx)
 	r2.Method = u.Method
 	r2.Header = h

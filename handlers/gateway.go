@@ -143,6 +143,9 @@ func (g *Gateway) loadProxy(ctx caddy.Context, tls bool) (*reverseproxy.Handler,
 	if ht, ok := rp.Transport.(*reverseproxy.HTTPTransport); ok && ht.Transport != nil && ht.Transport.DialContext != nil {
 		ht.Transport.DialContext = upstream.Wrap(ht.Transport.DialContext)
 	}
+	// Credentials are added only as the request goes on the wire, so
+	// the requests the proxy logs carry none (see credentials.go).
+	rp.Transport = credTransport{next: rp.Transport}
 	return rp, nil
 }
 
