@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/google/uuid"
 	"github.com/tidwall/gjson"
@@ -94,6 +95,9 @@ type bufferedResponse struct {
 // terminal: next is never called.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	x := &exchange{g: g, w: w, r: r}
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		repl.Map(x.placeholder)
+	}
 	x.entry.Start = time.Now()
 	x.entry.Method = r.Method
 	err := x.serve()
@@ -107,7 +111,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	if p := x.usedPrompt; p.id != "" {
 		x.entry.Extra = append(x.entry.Extra, zap.String("prompt_id", p.id), zap.Int("prompt_version", p.version))
 	}
-	x.entry.Write(g.logger)
+	x.entry.Log(r, g.logger)
 	observe.RunDone(r, &x.entry)
 	if x.abort {
 		panic(http.ErrAbortHandler)
