@@ -7,6 +7,7 @@ package handlers
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -50,6 +51,11 @@ type Gateway struct {
 	// cache; answers are cached only for targets whose config has cache.
 	CacheSize int64 `json:"cache_size,omitempty"`
 
+	// Stages chooses the optional stages of each request (before- and
+	// after-request checks, a format adapter); nil means none. It is set
+	// by the module that provides them, not by JSON.
+	Stages StageSource `json:"-"`
+
 	app        *app.App
 	proxyPlain *reverseproxy.Handler
 	proxyTLS   *reverseproxy.Handler
@@ -57,10 +63,11 @@ type Gateway struct {
 	router     *routing.Router
 	configs    *routing.ConfigCache
 	logger     *zap.Logger
-	breakers   *routing.BreakerSet
-	cache      *cache.Store
-	// pooled lists the sharedPool keys this handler loaded.
-	pooled []string
+	// breakers and cache are the llm app's, shared by every route and
+	// kept across reloads; release gives them back in Cleanup.
+	breakers *routing.BreakerSet
+	cache    *cache.Store
+	release  []func()
 }
 
 // CaddyModule returns the Caddy module information.
@@ -96,9 +103,16 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	if g.proxyTLS, err = g.loadProxy(ctx, true); err != nil {
 		return err
 	}
-	if err := g.provisionShared(); err != nil {
+	breakers, release, err := g.app.Breakers(g.logger)
+	if err != nil {
 		return err
 	}
+	g.breakers, g.release = breakers, append(g.release, release)
+	store, release, err := g.app.ResponseCache(g.CacheSize)
+	if err != nil {
+		return err
+	}
+	g.cache, g.release = store, append(g.release, release)
 	g.router = routing.NewRouter()
 	g.router.Breakers = g.breakers
 	g.configs = routing.NewConfigCache(1024)
@@ -149,8 +163,23 @@ func (g *Gateway) loadProxy(ctx caddy.Context, tls bool) (*reverseproxy.Handler,
 	return rp, nil
 }
 
+// Cleanup releases the shared state this handler loaded.
+func (g *Gateway) Cleanup() error {
+	for _, release := range g.release {
+		release()
+	}
+	g.release = nil
+	return nil
+}
+
+// SetClock replaces the clock the shared circuit breakers and response
+// caches read (see app.SetClock), for tests; it returns the restore
+// function.
+func SetClock(fn func() time.Time) (restore func()) { return app.SetClock(fn) }
+
 // Interface guards.
 var (
 	_ caddy.Provisioner           = (*Gateway)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Gateway)(nil)
+	_ caddy.CleanerUpper          = (*Gateway)(nil)
 )

@@ -24,13 +24,14 @@ import "strings"
 const PlaceholderPrefix = "http.llm."
 
 // placeholder is the replacer function registered for each request; it
-// reads the exchange lazily, so an unused placeholder costs nothing.
-func (x *exchange) placeholder(key string) (any, bool) {
+// reads the flight lazily, so an unused placeholder costs nothing.
+func (f *flight) placeholder(key string) (any, bool) {
 	name, ok := strings.CutPrefix(key, PlaceholderPrefix)
 	if !ok {
 		return nil, false
 	}
-	e := &x.entry
+	e := &f.entry
+	info := f.out.info
 	switch name {
 	case "trace_id":
 		return e.TraceID, true
@@ -39,24 +40,27 @@ func (x *exchange) placeholder(key string) (any, bool) {
 	case "workspace":
 		return e.Workspace, true
 	case "provider":
+		if info != nil && info.target != nil {
+			return info.target.Settings.Provider, true
+		}
 		return e.Provider, true
 	case "model":
 		return e.Model, true
 	case "cache_status":
-		if e.CacheState != "" {
-			return e.CacheState, true
+		if e.CacheState == "" && info != nil {
+			return info.label, true
 		}
-		return x.cacheState, true
+		return e.CacheState, true
 	case "last_used_option_index":
-		if x.lastTarget == nil {
+		if info == nil || info.target == nil {
 			return "", true
 		}
-		return x.lastTarget.Path, true
+		return info.target.Path, true
 	case "retry_count":
-		if x.lastTarget == nil {
+		if info == nil || info.target == nil {
 			return "", true
 		}
-		return x.retries, true
+		return info.try, true
 	case "tokens.prompt", "tokens.completion", "tokens.total":
 		u := e.Usage
 		if u == nil {
