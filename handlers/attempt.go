@@ -26,7 +26,6 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/upstream"
 )
 
-
 // Deadline states of one attempt: the per-attempt timer and the start of
 // a stream race to move it out of deadlineRunning, so a stream that has
 // started is never cut by the timer, and a timed-out attempt is never
