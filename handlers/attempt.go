@@ -59,7 +59,7 @@ type attemptOpts struct {
 // needs it held; a failure, or a held success, comes back in the outcome's
 // result for the router to retry, fall back from, or end with.
 func (e *executor) attempt(ctx context.Context, t *routing.Target, try int, opts attemptOpts) routing.Outcome {
-	res := &result{target: t, try: try, label: opts.label}
+	res := &result{answerInfo: answerInfo{target: t, try: try, label: opts.label}}
 	p, _ := providers.Lookup(t.Settings.Provider)
 	call := e.q.Call
 	tb, err := e.q.bodyFor(t)

@@ -119,7 +119,7 @@ func (c *cacheStep) Cached(_ context.Context, t *routing.Target) (routing.Outcom
 		}
 		body, ct = sse, "text/event-stream"
 	}
-	res := &result{target: t, label: cache.StatusHit, prompt: tb.prompt, model: tb.model}
+	res := &result{answerInfo: answerInfo{target: t, label: cache.StatusHit}, prompt: tb.prompt, model: tb.model}
 	if m := gjson.GetBytes(ent.Body, "model").String(); m != "" && !tb.stream {
 		res.model = m
 	}

@@ -37,10 +37,8 @@ func (e *executor) Attempt(ctx context.Context, t *routing.Target, try int) rout
 // result is what one attempt produced, carried back to serve in the
 // routing.Outcome that ended the request.
 type result struct {
-	target *routing.Target
-	try    int
-	// label is the target's cache status.
-	label string
+	// answerInfo names the target, the try and the cache status.
+	answerInfo
 	// held is the answer still to be written (nil once the answer was
 	// streamed or passed through to the client).
 	held   *heldAnswer
@@ -59,7 +57,7 @@ func (res *result) info() *answerInfo {
 	if res == nil {
 		return nil
 	}
-	return &answerInfo{target: res.target, try: res.try, label: res.label}
+	return &res.answerInfo
 }
 
 // resultOf returns the executor's result carried by o, or nil.

@@ -71,11 +71,11 @@ type promptUse struct {
 
 // bodyFor returns the body, model and stream flag to send to t, and the
 // prompt it was rendered from.
-func (q *Request) bodyFor(t *routing.Target) (*targetBody, error) {
+func (q *Request) bodyFor(t *routing.Target) (targetBody, error) {
 	if tb := q.bodies[t]; tb != nil {
-		return tb, tb.err
+		return *tb, tb.err
 	}
-	return &targetBody{body: q.Call.Body, prompt: q.Prompt, model: q.Call.Model, stream: q.Call.Stream}, nil
+	return targetBody{body: q.Call.Body, prompt: q.Prompt, model: q.Call.Model, stream: q.Call.Stream}, nil
 }
 
 // parse reads everything the pipeline needs from r: the gateway headers,
@@ -261,6 +261,5 @@ func checkJSONObject(b []byte) error {
 
 // readModelStream reads the model and stream fields of a checked body.
 func readModelStream(b []byte) (string, bool) {
-	r := gjson.GetManyBytes(b, "model", "stream")
-	return r[0].String(), r[1].Bool()
+	return gjson.GetBytes(b, "model").String(), gjson.GetBytes(b, "stream").Bool()
 }

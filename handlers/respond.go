@@ -66,27 +66,39 @@ func (o *responder) committed() bool { return o.status != 0 }
 // gatewayHeaders adds the gateway's response headers, under the alias
 // prefix too when the client used it.
 func (o *responder) gatewayHeaders(h http.Header, info *answerInfo) {
-	set := func(name, v string) {
+	set := func(i int, v string) {
 		if v == "" {
 			return
 		}
-		h.Set(ingress.Prefix+name, v)
+		vv := []string{v}
+		h[respHeaderKeys[i][0]] = vv
 		if o.alias {
-			h.Set(ingress.AliasPrefix+name, v)
+			h[respHeaderKeys[i][1]] = vv
 		}
 	}
-	set(RespTraceID, o.traceID)
+	set(0, o.traceID)
 	if info == nil {
 		return
 	}
 	o.info = info
 	if t := info.target; t != nil {
-		set(RespProvider, t.Settings.Provider)
-		set(RespLastUsedIndex, t.Path)
-		set(RespRetryCount, strconv.Itoa(info.try))
+		set(1, t.Settings.Provider)
+		set(2, t.Path)
+		set(3, strconv.Itoa(info.try))
 	}
-	set(RespCacheStatus, info.label)
+	set(4, info.label)
 }
+
+// respHeaderKeys are the gateway's response header names, canonical,
+// under the gateway prefix and the alias prefix: computed once, because
+// canonicalising a lower-case name allocates on every request.
+var respHeaderKeys = func() [5][2]string {
+	var k [5][2]string
+	for i, name := range []string{RespTraceID, RespProvider, RespLastUsedIndex, RespRetryCount, RespCacheStatus} {
+		k[i] = [2]string{http.CanonicalHeaderKey(ingress.Prefix + name), http.CanonicalHeaderKey(ingress.AliasPrefix + name)}
+	}
+	return k
+}()
 
 // commit sends the status and headers of an answer whose body follows
 // through Write.
