@@ -36,12 +36,14 @@ const (
 	deadlineExpired
 )
 
-// answerSink observes an attempt's complete successful answer. The cache
-// step is one; the attempt knows nothing of what it does.
+// answerSink observes an attempt's complete successful answer; the
+// attempt knows nothing of what it does with it.
 type answerSink interface {
 	// Hold reports whether a non-stream success must be held whole, so
 	// the sink sees it before the client has all of it.
 	Hold() bool
+	// Limit bounds the stream transcript the sink may be given.
+	Limit() int
 	// Done receives a complete successful answer: a held body, or a
 	// stream's OpenAI-format SSE transcript just before its [DONE].
 	Done(status int, body []byte, stream bool)
@@ -50,7 +52,8 @@ type answerSink interface {
 // attemptOpts are what a decorator around the attempt adds.
 type attemptOpts struct {
 	sink answerSink
-	// label is the target's cache status, sent in the headers.
+	// label is a status a decorator reports for the target (the cache
+	// step's cache status), sent in the headers.
 	label string
 }
 
@@ -116,6 +119,7 @@ func (e *executor) attempt(ctx context.Context, t *routing.Target, try int, opts
 		},
 	}
 	if opts.sink != nil {
+		c.storeMax = opts.sink.Limit()
 		c.store = func(body []byte, stream bool) {
 			if c.status >= 200 && c.status < 300 {
 				opts.sink.Done(c.status, body, stream)

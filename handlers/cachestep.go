@@ -155,6 +155,9 @@ type storeSink struct {
 // client has it all, so the client's next identical request finds it.
 func (s *storeSink) Hold() bool { return true }
 
+// Limit implements answerSink: a larger stream is not stored.
+func (s *storeSink) Limit() int { return cache.MaxEntrySize }
+
 // Done implements answerSink.
 func (s *storeSink) Done(status int, body []byte, stream bool) {
 	if stream {

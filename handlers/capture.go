@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
@@ -54,7 +53,10 @@ type capture struct {
 	// exceeded and the answer dropped.
 	maxBody  int64
 	tooLarge bool
-	// store, when set, receives a successful answer for the cache just
+	// storeMax bounds the stream transcript kept for store; a longer
+	// one is not handed over.
+	storeMax int
+	// store, when set, receives a successful answer for its sink just
 	// before its last bytes reach the client, so the client's next
 	// identical request finds it: a held body before it is written, a
 	// stream's SSE transcript before its data: [DONE].
@@ -101,7 +103,7 @@ func (c *capture) WriteHeader(status int) {
 		c.doCommit()
 		fw := flushWriter{w: c.client}
 		if c.store != nil {
-			c.startTee(cache.MaxEntrySize)
+			c.startTee(c.storeMax)
 			fw.tee = c
 		}
 		c.conv = c.tr.Stream(c.call, fw)
@@ -121,9 +123,9 @@ func (c *capture) WriteHeader(status int) {
 			c.header.Del("Content-Length")
 			if c.store != nil {
 				// The upstream's events, before the usage chunk the
-				// client did not ask for is dropped: the cached answer
+				// client did not ask for is dropped: the stored answer
 				// keeps its usage.
-				c.startTee(cache.MaxEntrySize)
+				c.startTee(c.storeMax)
 				c.sse.onDone = c.storeStream
 			}
 		} else if c.call.Op != providers.OpProxy && isJSON(c.header) {
