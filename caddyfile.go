@@ -212,6 +212,7 @@ func parseSettings(d *caddyfile.Dispenser) (*providers.Settings, error) {
 //
 //	llm_gateway [<matcher>] {
 //		max_request_body  <size>
+//		max_response_body <size>
 //		cache_size        <size>
 //		custom_host_allow <loopback|private|link_local|any|CIDR>...
 //		transport http {
@@ -236,6 +237,16 @@ func parseGateway(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 				return nil, h.Errf("max_request_body: invalid size %q", v)
 			}
 			g.MaxRequestBody = int64(n)
+		case "max_response_body":
+			var v string
+			if !h.Args(&v) {
+				return nil, h.ArgErr()
+			}
+			n, err := humanize.ParseBytes(v)
+			if err != nil || n == 0 {
+				return nil, h.Errf("max_response_body: invalid size %q", v)
+			}
+			g.MaxResponseBody = int64(n)
 		case "cache_size":
 			var v string
 			if !h.Args(&v) {

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/prompts"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 )
 
 // PromptsConfig configures the prompt library.
@@ -84,4 +86,18 @@ func (a *App) PromptRegistry() *prompts.Registry {
 		return nil
 	}
 	return a.Prompts.registry
+}
+
+// PromptTarget implements routing.PromptResolver: the target saved with
+// the prompt version ref names, in workspace.
+func (a *App) PromptTarget(ctx context.Context, workspace, ref string) (routing.PromptTarget, error) {
+	_, v, err := prompts.Resolve(ctx, a.PromptRegistry(), workspace, ref)
+	if err != nil {
+		return routing.PromptTarget{}, err
+	}
+	pt := routing.PromptTarget{VirtualKey: v.Target.VirtualKey}
+	if pt.VirtualKey == "" && v.Target.Provider != "" {
+		pt.Settings = v.Target.ConfigObject()
+	}
+	return pt, nil
 }

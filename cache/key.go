@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 )
 
 // KeyParts is everything that determines a cached answer.
@@ -39,7 +41,8 @@ type KeyParts struct {
 // matter. Scalars are kept as written (1.0 and 1 differ). It fails only
 // for a body that is not a JSON object, which is not cached.
 func Key(p KeyParts) (string, error) {
-	if !gjson.ValidBytes(p.Body) {
+	// Bounded first: the canonical form is built by a recursive walk.
+	if jsonlimit.Check(p.Body) != nil {
 		return "", errNotObject
 	}
 	body := gjson.ParseBytes(p.Body)

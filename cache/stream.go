@@ -7,6 +7,9 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/sse"
 )
 
 // A streamed answer is stored as the complete JSON answer it adds up to
@@ -73,25 +76,28 @@ type choiceAcc struct {
 // completion stream into the JSON answer it adds up to. It reports false
 // for anything it cannot vouch for: a stream without [DONE], one carrying
 // an error event, or chunks of another kind.
-func Assemble(sse []byte) ([]byte, bool) {
+func Assemble(transcript []byte) ([]byte, bool) {
 	var out completion
 	accs := map[int]*choiceAcc{}
-	done := false
-	for _, ev := range bytes.Split(bytes.ReplaceAll(sse, []byte("\r\n"), []byte("\n")), []byte("\n\n")) {
-		data := eventData(ev)
-		if data == nil {
-			continue
+	done, bad := false, false
+	split := sse.Splitter{NoRaw: true, MaxEvent: MaxEntrySize}
+	each := func(ev *sse.Event) bool {
+		if !ev.HasData {
+			return true
 		}
+		data := bytes.TrimSpace(ev.Data)
 		if string(data) == "[DONE]" {
 			done = true
-			continue
+			return true
 		}
-		if !gjson.ValidBytes(data) {
-			return nil, false
+		if jsonlimit.Check(data) != nil {
+			bad = true
+			return false
 		}
 		c := gjson.ParseBytes(data)
 		if c.Get("error").Exists() {
-			return nil, false
+			bad = true
+			return false
 		}
 		obj := c.Get("object").String()
 		switch {
@@ -100,7 +106,8 @@ func Assemble(sse []byte) ([]byte, bool) {
 		case obj == objCompletion && (out.Object == "" || out.Object == objCompletion):
 			out.Object = objCompletion
 		default:
-			return nil, false
+			bad = true
+			return false
 		}
 		if out.ID == "" {
 			out.ID, out.Created, out.Model = c.Get("id").String(), c.Get("created").Int(), c.Get("model").String()
@@ -114,34 +121,18 @@ func Assemble(sse []byte) ([]byte, bool) {
 		for _, ch := range c.Get("choices").Array() {
 			addChunkChoice(accs, ch)
 		}
+		return true
 	}
-	if !done || out.Object == "" {
+	if err := split.Feed(transcript, each); err != nil {
+		return nil, false
+	}
+	split.End(each)
+	if bad || !done || out.Object == "" {
 		return nil, false
 	}
 	out.Choices = finishChoices(accs, out.Object == objChat)
 	b, err := json.Marshal(out)
 	return b, err == nil
-}
-
-// eventData returns the joined data lines of one SSE event, or nil.
-func eventData(ev []byte) []byte {
-	var data []byte
-	found := false
-	for _, line := range bytes.Split(ev, []byte("\n")) {
-		rest, ok := bytes.CutPrefix(line, []byte("data:"))
-		if !ok {
-			continue
-		}
-		if found {
-			data = append(data, '\n')
-		}
-		data = append(data, bytes.TrimPrefix(rest, []byte(" "))...)
-		found = true
-	}
-	if !found {
-		return nil
-	}
-	return bytes.TrimSpace(data)
 }
 
 func addChunkChoice(accs map[int]*choiceAcc, ch gjson.Result) {

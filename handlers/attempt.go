@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -27,23 +26,6 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/upstream"
 )
 
-// StatusClientClosed is logged when the client went away mid-request.
-const StatusClientClosed = 499
-
-var nopNext = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
-
-// Attempt implements routing.Executor: it sends the request to one leaf
-// target. A success is streamed to the client as it arrives (committing
-// the request); a failure is held in x.last so the router can retry or
-// fall back, and is written only if it turns out to be the final answer.
-func (x *exchange) Attempt(ctx context.Context, t *routing.Target, try int) routing.Outcome {
-	x.lastTarget, x.retries = t, try
-	x.cacheState = x.leafCache
-	x.entry.Provider = t.Settings.Provider
-	x.entry.Error = ""
-	return x.send(ctx, t)
-}
-
 // Deadline states of one attempt: the per-attempt timer and the start of
 // a stream race to move it out of deadlineRunning, so a stream that has
 // started is never cut by the timer, and a timed-out attempt is never
@@ -54,29 +36,49 @@ const (
 	deadlineExpired
 )
 
-func (x *exchange) send(ctx context.Context, t *routing.Target) routing.Outcome {
-	x.last = nil
+// answerSink observes an attempt's complete successful answer; the
+// attempt knows nothing of what it does with it.
+type answerSink interface {
+	// Hold reports whether a non-stream success must be held whole, so
+	// the sink sees it before the client has all of it.
+	Hold() bool
+	// Limit bounds the stream transcript the sink may be given.
+	Limit() int
+	// Done receives a complete successful answer: a held body, or a
+	// stream's OpenAI-format SSE transcript just before its [DONE].
+	Done(status int, body []byte, stream bool)
+}
+
+// attemptOpts are what a decorator around the attempt adds.
+type attemptOpts struct {
+	sink answerSink
+	// label is a status a decorator reports for the target (the cache
+	// step's cache status), sent in the headers.
+	label string
+}
+
+// attempt sends one attempt to t. A success is streamed or passed through
+// to the client as it arrives (committing the request) unless something
+// needs it held; a failure, or a held success, comes back in the outcome's
+// result for the router to retry, fall back from, or end with.
+func (e *executor) attempt(ctx context.Context, t *routing.Target, try int, opts attemptOpts) routing.Outcome {
+	res := &result{answerInfo: answerInfo{target: t, try: try, label: opts.label}}
 	p, _ := providers.Lookup(t.Settings.Provider)
-	call := x.call
-	body, err := x.bodyFor(t)
+	call := e.q.Call
+	tb, err := e.q.bodyFor(t)
+	res.prompt = tb.prompt
 	if err != nil {
 		// A prompt that cannot be rendered fails this target, and is
 		// not retried: the next try would render the same.
-		return x.fail(apierror.As(err), routing.CauseLocal)
+		return res.fail(apierror.As(err), routing.CauseLocal)
 	}
-	call.Body = body
-	if len(t.OverrideParams) > 0 || t.PromptID != "" {
-		call.Model = gjson.GetBytes(call.Body, "model").String()
-		call.Stream = gjson.GetBytes(call.Body, "stream").Bool()
-	}
+	call.Body, call.Model, call.Stream = tb.body, tb.model, tb.stream
 	u := providers.Upstream{Header: make(http.Header, 4)}
 	if err := p.Prepare(&call, &t.Settings, &u); err != nil {
-		return x.fail(apierror.As(err), routing.CauseLocal)
+		return res.fail(apierror.As(err), routing.CauseLocal)
 	}
-	x.logDropped(p, &call, t)
-	if call.Model != "" {
-		x.entry.Model = call.Model
-	}
+	e.logDropped(p, &call, t)
+	res.model = call.Model
 
 	attemptCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -90,32 +92,39 @@ func (x *exchange) send(ctx context.Context, t *routing.Target) routing.Outcome 
 		})
 		defer timer.Stop()
 	}
-	if t.Settings.CustomHost != "" {
-		attemptCtx = upstream.WithGuard(attemptCtx, x.g.guard)
+	if needsEgressGuard(t) {
+		attemptCtx = upstream.WithGuard(attemptCtx, e.g.guard)
 	}
-	r2, proxy := x.upstreamRequest(attemptCtx, t, &call, &u)
+	r2, proxy := e.upstreamRequest(attemptCtx, &call, &u, t)
 
+	tr := p.Translator(call.Op)
+	info := res.info()
 	c := &capture{
-		client: x.w,
+		client: e.out,
 		call:   &call,
-		tr:     p.Translator(call.Op),
+		tr:     tr,
 		// A non-stream answer is held whole when it has a deadline to
-		// meet, or when it will be cached (so it is stored before the
-		// client has it all).
-		hold:   (timer != nil || x.storeTarget == t) && !call.Stream,
-		header: make(http.Header, 8),
-		commit: x.commitHeaders,
+		// meet, or when a sink or a stage must see it complete first.
+		hold:     (timer != nil || e.holdSuccess || (opts.sink != nil && opts.sink.Hold())) && !call.Stream,
+		validate: !call.Stream && tr == nil && checkedAnswer(call.Op),
+		maxBody:  e.g.MaxResponseBody,
+		header:   make(http.Header, 8),
+		commit:   func(status int, h http.Header) { e.out.commit(status, h, info) },
 		onStart: func() {
 			// A stream must start in time; once it has, the deadline no
 			// longer applies.
 			if call.Stream {
 				deadline.CompareAndSwap(deadlineRunning, deadlineStarted)
 			}
-			x.entry.FirstByte = time.Now()
 		},
 	}
-	if x.storeTarget == t {
-		c.store = func(body []byte, stream bool) { x.store(t, c.status, body, stream) }
+	if opts.sink != nil {
+		c.storeMax = opts.sink.Limit()
+		c.store = func(body []byte, stream bool) {
+			if c.status >= 200 && c.status < 300 {
+				opts.sink.Done(c.status, body, stream)
+			}
+		}
 	}
 	err, aborted := serveProxy(proxy, c, r2)
 	// Whatever the upstream did, the timer may no longer fire; if it
@@ -127,65 +136,82 @@ func (x *exchange) send(ctx context.Context, t *routing.Target) routing.Outcome 
 		// Keep what the stream reported before it ended: usage is billed
 		// even when the connection broke after the answer.
 		if c.conv != nil {
-			x.entry.Usage = c.conv.Usage()
+			res.usage = c.conv.Usage()
 		} else if c.sse != nil {
-			x.entry.Usage = c.sse.usage
+			res.usage = c.sse.usage
 		}
-		if x.r.Context().Err() != nil {
+		if e.r.Context().Err() != nil {
 			// The client went away; there is no one to tell.
-			x.entry.Error = "client closed the connection mid-response"
-			return routing.Outcome{Status: c.status, Committed: true, Cause: routing.CauseClientGone}
+			res.err = "client closed the connection mid-response"
+			return routing.Outcome{Status: c.status, Committed: true, Cause: routing.CauseClientGone, Result: res}
 		}
 		// The upstream failed after bytes reached the client: end the
 		// stream with an error event rather than a silent truncation.
-		x.entry.Error = "upstream failed mid-response"
+		res.err = "upstream failed mid-response"
 		if call.Stream {
-			x.writeStreamError(apierror.New(http.StatusBadGateway, apierror.TypeUpstream, "the provider's stream failed before it completed"))
+			e.out.streamError(apierror.New(http.StatusBadGateway, apierror.TypeUpstream, "the provider's stream failed before it completed"))
+		} else {
+			// A passed-through answer has no way to say it is cut but
+			// a broken connection: a clean end would look complete.
+			res.abort = true
 		}
-		return routing.Outcome{Status: c.status, Committed: true, Cause: routing.CauseStreamFailed}
+		return routing.Outcome{Status: c.status, Committed: true, Cause: routing.CauseStreamFailed, Result: res}
 	case c.committed:
-		return x.finishCommitted(c)
+		return e.finishCommitted(c, res)
+	case c.tooLarge:
+		return res.fail(apierror.Newf(http.StatusBadGateway, apierror.TypeUpstream,
+			"provider %s sent a response larger than the gateway's max_response_body of %d bytes", t.Settings.Provider, e.g.MaxResponseBody).WithCode("response_too_large"), routing.CauseNone)
 	case expired:
-		return x.fail(apierror.Newf(http.StatusRequestTimeout, apierror.TypeTimeout,
+		return res.fail(apierror.Newf(http.StatusRequestTimeout, apierror.TypeTimeout,
 			"request to %s timed out after %d ms", t.Settings.Provider, t.RequestTimeoutMS).WithCode("request_timeout"), routing.CauseTimeout)
 	case ctx.Err() != nil:
-		return routing.Outcome{Status: StatusClientClosed, Committed: true, Cause: routing.CauseClientGone}
+		return routing.Outcome{Status: StatusClientClosed, Committed: true, Cause: routing.CauseClientGone, Result: res}
+	case aborted && c.status != 0:
+		// Headers arrived, then the body broke off while held.
+		return res.fail(apierror.Newf(http.StatusBadGateway, apierror.TypeUpstream,
+			"provider %s's response broke off before it completed", t.Settings.Provider).WithCode("upstream_incomplete"), routing.CauseNone)
 	case err != nil || aborted:
-		e, cause := upstreamError(t, err)
-		return x.fail(e, cause)
+		ae, cause := upstreamError(t, err)
+		return res.fail(ae, cause)
 	case c.mode == modeHold:
-		return x.deliverHeld(c, t)
+		return e.held(c, res)
 	case c.mode == modeBuffer:
 		body := c.buf.Bytes()
 		if c.tr != nil {
 			body = c.tr.Error(&call, c.status, body)
 			c.header.Del("Content-Encoding")
 			c.header.Set("Content-Type", "application/json")
+		} else if call.Op != providers.OpProxy && !isJSONBody(c.header, body) {
+			// An HTML or text error page becomes an envelope with the
+			// provider's status, so clients need one error path.
+			body = apierror.Newf(c.status, apierror.TypeUpstream, "provider %s answered %d: %q",
+				t.Settings.Provider, c.status, prefix(body, 256)).Body()
+			c.header = http.Header{"Content-Type": {"application/json"}}
 		}
-		x.last = &bufferedResponse{status: c.status, header: c.header, body: bytes.Clone(body)}
-		o := routing.Outcome{Status: c.status}
+		res.held = &heldAnswer{status: c.status, header: c.header, body: bytes.Clone(body)}
+		o := routing.Outcome{Status: c.status, Result: res}
 		o.RetryAfter, o.HasRetryAfter = routing.ParseRetryAfter(c.header, time.Now())
 		return o
 	}
 	// The upstream answered nothing at all.
-	return x.fail(apierror.Newf(http.StatusBadGateway, apierror.TypeUpstream, "provider %s sent an empty response", t.Settings.Provider), routing.CauseNone)
+	return res.fail(apierror.Newf(http.StatusBadGateway, apierror.TypeUpstream, "provider %s sent an empty response", t.Settings.Provider), routing.CauseNone)
 }
 
 // finishCommitted completes an answer that was streamed or passed through
 // to the client.
-func (x *exchange) finishCommitted(c *capture) routing.Outcome {
-	o := routing.Outcome{Status: c.status, Committed: true}
+func (e *executor) finishCommitted(c *capture, res *result) routing.Outcome {
+	o := routing.Outcome{Status: c.status, Committed: true, Result: res}
 	if ferr := c.finish(); ferr != nil {
-		x.entry.Error = "translating stream: " + ferr.Error()
+		res.err = "translating stream: " + ferr.Error()
 		o.Cause = routing.CauseStreamFailed
 	}
 	op := c.call.Op
 	if c.sse != nil && !c.sse.sawDone && (op == providers.OpChat || op == providers.OpCompletions) {
-		x.entry.Error = "upstream stream ended without [DONE]"
-		x.writeStreamError(apierror.New(http.StatusBadGateway, apierror.TypeUpstream, "the provider's stream ended before it completed"))
+		res.err = "upstream stream ended without [DONE]"
+		e.out.streamError(apierror.New(http.StatusBadGateway, apierror.TypeUpstream, "the provider's stream ended before it completed"))
 		o.Cause = routing.CauseStreamFailed
 	}
-	x.entry.Usage = c.usage
+	res.usage = c.usage
 	return o
 }
 
@@ -203,60 +229,55 @@ func serveProxy(proxy caddyhttp.MiddlewareHandler, c *capture, r *http.Request) 
 	return proxy.ServeHTTP(c, r, nopNext), false
 }
 
-// deliverHeld writes a response that was held whole: translated, or
-// passed through once it was known to be complete in time.
-func (x *exchange) deliverHeld(c *capture, t *routing.Target) routing.Outcome {
+// held completes an answer that was held whole: checked, translated, and
+// handed to the sink; serve writes it once routing ends.
+func (e *executor) held(c *capture, res *result) routing.Outcome {
 	body := c.buf.Bytes()
+	t := res.target
 	if c.tr != nil {
 		out, usage, err := c.tr.Response(c.call, body)
 		if err != nil {
-			return x.fail(apierror.Newf(http.StatusBadGateway, apierror.TypeUpstream,
+			return res.fail(apierror.Newf(http.StatusBadGateway, apierror.TypeUpstream,
 				"provider %s returned a response the gateway could not parse: %q", t.Settings.Provider, prefix(body, 256)), routing.CauseNone)
 		}
 		body = out
-		x.entry.Usage = usage
+		res.usage = usage
 		c.header.Del("Content-Encoding")
 		c.header.Set("Content-Type", "application/json")
 	} else {
-		x.entry.Usage = usageFromBody(body)
+		if c.validate {
+			if err := validAnswer(c.call.Op, body); err != nil {
+				return res.fail(apierror.Newf(http.StatusBadGateway, apierror.TypeUpstream,
+					"provider %s returned an invalid response (%v): %q", t.Settings.Provider, err, prefix(body, 256)).WithCode("invalid_upstream_response"), routing.CauseNone)
+			}
+		}
+		res.usage = usageFromBody(body)
 	}
-	c.header.Set("Content-Length", strconv.Itoa(len(body)))
 	if c.store != nil {
 		c.store(body, false)
 	}
-	c.doCommit()
-	_, _ = x.w.Write(body)
-	return routing.Outcome{Status: c.status, Committed: true}
+	res.held = &heldAnswer{status: c.status, header: c.header, body: body}
+	return routing.Outcome{Status: c.status, Result: res}
 }
 
+// needsEgressGuard reports whether t's upstream address came from client
+// input and must pass the custom_host_allow policy.
+func needsEgressGuard(t *routing.Target) bool { return t.Settings.CustomHost != "" }
+
 // fail records a gateway-made error as the attempt's answer.
-func (x *exchange) fail(e *apierror.Error, cause routing.Cause) routing.Outcome {
+func (res *result) fail(ae *apierror.Error, cause routing.Cause) routing.Outcome {
 	h := make(http.Header, 2)
 	h.Set("Content-Type", "application/json")
 	h.Set(apierror.HeaderGatewayError, "true")
-	x.last = &bufferedResponse{status: e.Status, header: h, body: e.Body()}
-	x.entry.Error = e.Message
-	return routing.Outcome{Status: e.Status, Cause: cause}
-}
-
-func (x *exchange) commitHeaders(status int, h http.Header) {
-	dst := x.w.Header()
-	for k, v := range h {
-		dst[k] = v
-	}
-	x.setGatewayHeaders(dst)
-	x.w.WriteHeader(status)
-}
-
-func (x *exchange) writeStreamError(e *apierror.Error) {
-	_, _ = x.w.Write(e.SSEEvent())
-	_ = flushClient(x.w)
+	res.held = &heldAnswer{status: ae.Status, header: h, body: ae.Body()}
+	res.err = ae.Message
+	return routing.Outcome{Status: ae.Status, Cause: cause, Result: res}
 }
 
 // upstreamRequest builds the request reverse_proxy sends and picks the
 // proxy (TLS or plain) for its scheme.
-func (x *exchange) upstreamRequest(ctx context.Context, t *routing.Target, call *providers.Call, u *providers.Upstream) (*http.Request, caddyhttp.MiddlewareHandler) {
-	src := x.r.Header
+func (e *executor) upstreamRequest(ctx context.Context, call *providers.Call, u *providers.Upstream, t *routing.Target) (*http.Request, caddyhttp.MiddlewareHandler) {
+	src := e.r.Header
 	h := make(http.Header, len(u.Header)+4)
 	if call.Op == providers.OpProxy {
 		for k, v := range src {
@@ -293,7 +314,8 @@ func (x *exchange) upstreamRequest(ctx context.Context, t *routing.Target, call 
 		h[k] = v
 	}
 
-	r2 := x.r.WithContext(ctx)
+	ctx = withCredentials(ctx, h)
+	r2 := e.r.WithContext(ctx)
 	r2.Method = u.Method
 	r2.Header = h
 	target := *u.URL
@@ -309,9 +331,9 @@ func (x *exchange) upstreamRequest(ctx context.Context, t *routing.Target, call 
 	}
 
 	host, port := u.URL.Hostname(), u.URL.Port()
-	proxy := x.g.proxyPlain
+	proxy := e.g.proxyPlain
 	if u.URL.Scheme == "https" {
-		proxy = x.g.proxyTLS
+		proxy = e.g.proxyTLS
 		if port == "" {
 			port = "443"
 		}
@@ -407,12 +429,12 @@ func kebabCase(s string) string {
 
 // logDropped notes, at debug level, request fields the provider's API has
 // no place for and the translation therefore left out.
-func (x *exchange) logDropped(p providers.Provider, c *providers.Call, t *routing.Target) {
+func (e *executor) logDropped(p providers.Provider, c *providers.Call, t *routing.Target) {
 	fd, ok := p.(providers.FieldDropper)
 	if !ok {
 		return
 	}
-	ce := x.g.logger.Check(zapcore.DebugLevel, "request fields the provider does not accept were dropped")
+	ce := e.g.logger.Check(zapcore.DebugLevel, "request fields the provider does not accept were dropped")
 	if ce == nil {
 		return
 	}
@@ -423,7 +445,7 @@ func (x *exchange) logDropped(p providers.Provider, c *providers.Call, t *routin
 		}
 	}
 	if len(present) > 0 {
-		ce.Write(zap.String("trace_id", x.entry.TraceID), zap.String("provider", t.Settings.Provider),
+		ce.Write(zap.String("trace_id", e.out.traceID), zap.String("provider", t.Settings.Provider),
 			zap.String("target", t.Path), zap.Strings("fields", present))
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
@@ -30,6 +30,10 @@ const (
 	modeConvert
 )
 
+// errResponseTooLarge stops reverse_proxy copying an answer larger than
+// max_response_body into a held buffer.
+var errResponseTooLarge = errors.New("response exceeds max_response_body")
+
 // maxErrorBody bounds how much of an error response is kept in memory.
 const maxErrorBody = 1 << 20
 
@@ -41,7 +45,18 @@ type capture struct {
 	call   *providers.Call
 	tr     providers.Translator
 	hold   bool // buffer successes too (non-stream with a deadline)
-	// store, when set, receives a successful answer for the cache just
+	// validate holds a 2xx non-stream answer of an inference endpoint
+	// from an untranslated (OpenAI-format) provider so it is checked
+	// before the client has any of it.
+	validate bool
+	// maxBody bounds a held success; tooLarge records that it was
+	// exceeded and the answer dropped.
+	maxBody  int64
+	tooLarge bool
+	// storeMax bounds the stream transcript kept for store; a longer
+	// one is not handed over.
+	storeMax int
+	// store, when set, receives a successful answer for its sink just
 	// before its last bytes reach the client, so the client's next
 	// identical request finds it: a held body before it is written, a
 	// stream's SSE transcript before its data: [DONE].
@@ -88,12 +103,19 @@ func (c *capture) WriteHeader(status int) {
 		c.doCommit()
 		fw := flushWriter{w: c.client}
 		if c.store != nil {
-			c.startTee(cache.MaxEntrySize)
+			c.startTee(c.storeMax)
 			fw.tee = c
 		}
 		c.conv = c.tr.Stream(c.call, fw)
-	case c.tr != nil || c.hold:
+	case c.tr != nil || c.hold || c.validate:
 		c.mode = modeHold
+		// A declared length beyond the cap is refused before any byte
+		// is held.
+		if cl := c.header.Get("Content-Length"); cl != "" {
+			if n, err := strconv.ParseInt(cl, 10, 64); err == nil && n > c.maxBody {
+				c.tooLarge = true
+			}
+		}
 	default:
 		c.mode = modePass
 		if c.call.Stream && isEventStream(c.header) {
@@ -101,9 +123,9 @@ func (c *capture) WriteHeader(status int) {
 			c.header.Del("Content-Length")
 			if c.store != nil {
 				// The upstream's events, before the usage chunk the
-				// client did not ask for is dropped: the cached answer
+				// client did not ask for is dropped: the stored answer
 				// keeps its usage.
-				c.startTee(cache.MaxEntrySize)
+				c.startTee(c.storeMax)
 				c.sse.onDone = c.storeStream
 			}
 		} else if c.call.Op != providers.OpProxy && isJSON(c.header) {
@@ -157,6 +179,13 @@ func (c *capture) Write(p []byte) (int, error) {
 		}
 		return len(p), nil
 	case modeHold:
+		if c.tooLarge || int64(c.buf.Len()+len(p)) > c.maxBody {
+			// Stop reading: reverse_proxy aborts the upstream body, and
+			// the memory goes back at once.
+			c.tooLarge = true
+			c.buf = bytes.Buffer{}
+			return 0, errResponseTooLarge
+		}
 		return c.buf.Write(p)
 	case modeConvert:
 		c.wrote = true

@@ -7,6 +7,7 @@ package handlers
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -23,11 +24,20 @@ import (
 // large enough for a 25 MB audio upload with multipart overhead.
 const DefaultMaxRequestBody = 32 << 20
 
+// DefaultMaxResponseBody bounds an answer the gateway holds (for a
+// timeout, the cache, validation or translation) when none is configured.
+const DefaultMaxResponseBody = 64 << 20
+
 // Gateway is the llm_gateway handler. It is terminal: it answers every
 // request itself, from a provider or with an error in OpenAI's envelope.
 type Gateway struct {
 	// MaxRequestBody is the largest request body accepted, in bytes.
 	MaxRequestBody int64 `json:"max_request_body,omitempty"`
+	// MaxResponseBody bounds every provider answer the gateway holds in
+	// memory (to meet a timeout, to validate or store it, or to translate
+	// it), in bytes; default DefaultMaxResponseBody. A larger answer is a
+	// 502. Streams and passed-through answers are not held.
+	MaxResponseBody int64 `json:"max_response_body,omitempty"`
 	// CustomHostAllow lists what a client-given custom_host may reach
 	// besides public addresses: "loopback", "private", "link_local",
 	// "any", or CIDRs.
@@ -41,6 +51,11 @@ type Gateway struct {
 	// cache; answers are cached only for targets whose config has cache.
 	CacheSize int64 `json:"cache_size,omitempty"`
 
+	// Stages chooses the optional stages of each request (before- and
+	// after-request checks, a format adapter); nil means none. It is set
+	// by the module that provides them, not by JSON.
+	Stages StageSource `json:"-"`
+
 	app        *app.App
 	proxyPlain *reverseproxy.Handler
 	proxyTLS   *reverseproxy.Handler
@@ -48,10 +63,11 @@ type Gateway struct {
 	router     *routing.Router
 	configs    *routing.ConfigCache
 	logger     *zap.Logger
-	breakers   *routing.BreakerSet
-	cache      *cache.Store
-	// pooled lists the sharedPool keys this handler loaded.
-	pooled []string
+	// breakers and cache are the llm app's, shared by every route and
+	// kept across reloads; release gives them back in Cleanup.
+	breakers *routing.BreakerSet
+	cache    *cache.Store
+	release  []func()
 }
 
 // CaddyModule returns the Caddy module information.
@@ -70,6 +86,9 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	if g.MaxRequestBody <= 0 {
 		g.MaxRequestBody = DefaultMaxRequestBody
 	}
+	if g.MaxResponseBody <= 0 {
+		g.MaxResponseBody = DefaultMaxResponseBody
+	}
 	a, err := ctx.App(app.ID)
 	if err != nil {
 		return fmt.Errorf("loading llm app: %v", err)
@@ -84,9 +103,16 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	if g.proxyTLS, err = g.loadProxy(ctx, true); err != nil {
 		return err
 	}
-	if err := g.provisionShared(); err != nil {
+	breakers, release, err := g.app.Breakers(g.logger)
+	if err != nil {
 		return err
 	}
+	g.breakers, g.release = breakers, append(g.release, release)
+	store, release, err := g.app.ResponseCache(g.CacheSize)
+	if err != nil {
+		return err
+	}
+	g.cache, g.release = store, append(g.release, release)
 	g.router = routing.NewRouter()
 	g.router.Breakers = g.breakers
 	g.configs = routing.NewConfigCache(1024)
@@ -131,11 +157,29 @@ func (g *Gateway) loadProxy(ctx caddy.Context, tls bool) (*reverseproxy.Handler,
 	if ht, ok := rp.Transport.(*reverseproxy.HTTPTransport); ok && ht.Transport != nil && ht.Transport.DialContext != nil {
 		ht.Transport.DialContext = upstream.Wrap(ht.Transport.DialContext)
 	}
+	// Credentials are added only as the request goes on the wire, so
+	// the requests the proxy logs carry none (see credentials.go).
+	rp.Transport = credTransport{next: rp.Transport}
 	return rp, nil
 }
+
+// Cleanup releases the shared state this handler loaded.
+func (g *Gateway) Cleanup() error {
+	for _, release := range g.release {
+		release()
+	}
+	g.release = nil
+	return nil
+}
+
+// SetClock replaces the clock the shared circuit breakers and response
+// caches read (see app.SetClock), for tests; it returns the restore
+// function.
+func SetClock(fn func() time.Time) (restore func()) { return app.SetClock(fn) }
 
 // Interface guards.
 var (
 	_ caddy.Provisioner           = (*Gateway)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Gateway)(nil)
+	_ caddy.CleanerUpper          = (*Gateway)(nil)
 )

@@ -1,217 +1,221 @@
 package handlers
 
 import (
-	"cmp"
-	"errors"
-	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/google/uuid"
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/prompts"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 )
 
-// Response header names (without prefix) the gateway sets on every routed
-// response.
-const (
-	RespTraceID       = "trace-id"
-	RespProvider      = "provider"
-	RespLastUsedIndex = "last-used-option-index"
-	RespRetryCount    = "retry-attempt-count"
-	RespCacheStatus   = "cache-status"
-)
+// StatusClientClosed is logged when the client went away mid-request.
+const StatusClientClosed = 499
 
-// exchange is the state of one client request as it passes the pipeline.
-type exchange struct {
-	g        *Gateway
-	w        http.ResponseWriter
-	r        *http.Request
-	hdr      *ingress.Headers
-	identity *app.Identity
-	call     providers.Call
-	plan     *routing.Plan
-	entry    observe.Entry
+var nopNext = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
 
-	// last is the buffered failure of the latest attempt, written to the
-	// client if no later attempt succeeds.
-	last *bufferedResponse
-	// lastTarget and retries describe the attempt that answered.
-	lastTarget *routing.Target
-	retries    int
-	// cacheState is the cache status of the answering target; leafCache
-	// that of the target the router is on, which becomes cacheState once
-	// that target is attempted.
-	cacheState string
-	leafCache  string
-	// storeKey is the cache key of storeTarget's answer, set on a miss
-	// (or a forced refresh) so a success is stored.
-	storeKey    string
-	storeTarget *routing.Target
-	// body is the request body for bodyTarget: its prompt rendered and
-	// its override_params merged (or bodyErr, when rendering failed), and
-	// bodyPrompt the prompt it was rendered from.
-	bodyTarget *routing.Target
-	body       []byte
-	bodyErr    error
-	bodyPrompt promptUse
-
-	// varsBody is the client's body carrying the prompt variables, set
-	// when some target renders a prompt; basePrompt is the prompt a
-	// /v1/prompts/{id}/completions call named; usedPrompt is the one
-	// whose rendering the latest target sent, for the log.
-	varsBody   []byte
-	basePrompt promptUse
-	usedPrompt promptUse
-}
-
-// bufferedResponse is a held upstream answer (usually an error).
-type bufferedResponse struct {
+// flight is the record of one request in progress: its log entry, its
+// responder and, once routing ended, the final attempt's result. Only
+// serve and finish write it; attempts return results instead.
+type flight struct {
+	entry observe.Entry
+	out   responder
+	q     *Request
+	res   *result
+	// status is the status the router's final outcome reported.
 	status int
-	header http.Header
-	body   []byte
+	done   bool
 }
 
 // ServeHTTP implements caddyhttp.MiddlewareHandler. The gateway is
 // terminal: next is never called.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
-	x := &exchange{g: g, w: w, r: r}
-	x.entry.Start = time.Now()
-	x.entry.Method = r.Method
-	err := x.serve()
-	if err != nil {
-		e := apierror.As(err)
-		x.entry.Error = e.Message
-		x.setGatewayHeaders(w.Header())
-		apierror.Write(w, e)
-		x.entry.Status = e.Status
+	f := g.serveFlight(w, r)
+	if f.res != nil && f.res.abort {
+		// A passed-through answer broke off: break the connection
+		// rather than end it cleanly (net/http treats this panic as an
+		// abort and logs nothing).
+		panic(http.ErrAbortHandler)
 	}
-	if p := x.usedPrompt; p.id != "" {
-		x.entry.Extra = append(x.entry.Extra, zap.String("prompt_id", p.id), zap.Int("prompt_version", p.version))
-	}
-	x.entry.Write(g.logger)
-	observe.RunDone(r, &x.entry)
 	return nil
 }
 
-func (x *exchange) serve() error {
-	r := x.r
-	hdr, err := ingress.Parse(r.Header)
-	x.hdr = hdr
-	if err != nil {
-		x.entry.TraceID = uuid.NewString()
+// serveFlight runs r through the pipeline, top to bottom: parse, plan,
+// run, finish. Every request is logged exactly once, at the end.
+func (g *Gateway) serveFlight(w http.ResponseWriter, r *http.Request) *flight {
+	f := &flight{}
+	f.out.w = w
+	f.entry.Start = time.Now()
+	f.entry.Method = r.Method
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		repl.Map(f.placeholder)
+	}
+	if err := g.serve(r, f); err != nil {
+		e := apierror.As(err)
+		f.entry.Error = e.Message
+		info := f.res.info()
+		if info == nil && f.q != nil && f.q.Plan != nil {
+			// Routing ended before any attempt (every breaker open).
+			info = &answerInfo{label: statusNoCache}
+		}
+		f.out.error(e, info)
+	}
+	f.finish()
+	f.entry.Log(r, g.logger)
+	observe.RunDone(r, &f.entry)
+	return f
+}
+
+// serve is the pipeline: parse → plan → run. A returned error is the
+// client's answer; otherwise the answer was written.
+func (g *Gateway) serve(r *http.Request, f *flight) error {
+	q, err := g.parse(r, f)
+	if q == nil || err != nil {
 		return err
+	}
+	f.q = q
+	var st *Stages
+	if g.Stages != nil {
+		st = g.Stages.Stages(q)
+	}
+	if st != nil && st.Adapter != nil {
+		if f.out.adapter, err = adapt(q, st.Adapter); err != nil {
+			return err
+		}
+	}
+	if err := g.plan(r, q, st); err != nil {
+		return err
+	}
+	f.entry.ConfigID = q.Plan.ConfigID
+	if q.RouteHeader.VirtualKey != "" {
+		f.entry.VirtualKey = q.RouteHeader.VirtualKey
+	}
+	f.entry.Model, f.entry.Stream = q.Call.Model, q.Call.Stream
+	return g.run(r, q, st, f)
+}
+
+// run executes the plan and writes the final answer when no attempt has
+// written it yet.
+func (g *Gateway) run(r *http.Request, q *Request, st *Stages, f *flight) error {
+	ex := &executor{g: g, q: q, r: r, out: &f.out}
+	ex.holdSuccess = q.Envelope || f.out.adapter != nil || (st != nil && hasSync(st.After))
+	rq := &routing.Request{Metadata: q.RouteHeader.Metadata, MetadataRaw: q.RouteHeader.MetadataRaw, Params: q.Call.Body, Path: q.URLPath}
+	rr, err := g.router.Run(r.Context(), q.Plan, rq, withCache(ex, g.cache))
+	f.logSteps(rr.Steps)
+	f.res, f.status, f.done = resultOf(rr.Outcome), rr.Status, rr.Committed
+	if err != nil {
+		return err
+	}
+	res := f.res
+	if st != nil && len(st.After) > 0 && res != nil {
+		a := answerOf(res, f.out.committed())
+		notes, err := runAfter(r.Context(), st.After, q, a, false)
+		f.entry.Extra = append(f.entry.Extra, notes...)
+		if err != nil && !f.out.committed() {
+			return err
+		}
+		defer func() { _, _ = runAfter(r.Context(), st.After, q, a, true) }()
+	}
+	if res != nil && res.held != nil && !f.out.committed() {
+		f.out.held(res.held, res.info(), q.Envelope)
+	}
+	if ad := f.out.adapter; ad != nil && ad.stream != nil {
+		_ = ad.stream.Close()
+	}
+	return nil
+}
+
+func hasSync(checks []AfterCheck) bool {
+	for _, c := range checks {
+		if !c.Async() {
+			return true
+		}
+	}
+	return false
+}
+
+// answerOf is the final answer as after-request checks see it.
+func answerOf(res *result, streamed bool) *Answer {
+	a := &Answer{Streamed: streamed, Model: res.model, Usage: res.usage}
+	if res.target != nil {
+		a.Provider = res.target.Settings.Provider
+	}
+	if h := res.held; h != nil && !streamed {
+		a.Status, a.Header, a.Body = h.status, h.header, h.body
+	}
+	return a
+}
+
+// setHeader records the parsed gateway headers: the trace id (made up
+// when the client sent none or the headers did not parse) and metadata.
+func (f *flight) setHeader(hdr *ingress.Headers) {
+	if hdr == nil {
+		f.entry.TraceID = uuid.NewString()
+		f.out.traceID = f.entry.TraceID
+		return
 	}
 	if hdr.TraceID == "" {
 		hdr.TraceID = uuid.NewString()
 	}
-	x.entry.TraceID = hdr.TraceID
-	x.entry.Metadata = hdr.Metadata
-
-	id, ok := x.g.app.Authenticate(hdr.APIKey)
-	if !ok {
-		msg := "missing gateway API key: send it in the " + ingress.Prefix + ingress.APIKey + " header"
-		if hdr.APIKey != "" {
-			msg = "invalid gateway API key"
-		}
-		return apierror.New(http.StatusUnauthorized, apierror.TypeAuthentication, msg).WithCode("invalid_api_key")
-	}
-	x.identity = id
-	x.entry.KeyName, x.entry.Workspace, x.entry.Organisation = id.Name, id.WorkspaceID, id.OrganisationID
-
-	path, ok := strings.CutPrefix(r.URL.Path, "/v1")
-	if !ok || (path != "" && path[0] != '/') {
-		return apierror.Newf(http.StatusNotFound, apierror.TypeNotFound, "unknown path %s: the gateway serves /v1/*", r.URL.Path)
-	}
-	switch r.Method {
-	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch:
-	default:
-		return apierror.Newf(http.StatusMethodNotAllowed, apierror.TypeInvalidRequest, "method %s is not supported", r.Method)
-	}
-	c := &x.call
-	c.Op = providers.OperationFor(r.Method, path)
-	c.Method, c.Path, c.RawQuery, c.Header = r.Method, path, r.URL.RawQuery, r.Header
-	x.entry.Operation, x.entry.Path = c.Op, path
-
-	if c.Body, err = x.readBody(); err != nil {
-		return err
-	}
-	// Prompt completions lie under the prompt API's prefix but are
-	// inference: they take the whole pipeline, not the control plane.
-	if ref, ok := prompts.CompletionsRef(r.URL.Path); ok && r.Method == http.MethodPost {
-		return x.servePromptCompletion(ref)
-	}
-	if controlplane.Owns(r.URL.Path) {
-		x.entry.Operation = "control"
-		rec := caddyhttp.NewResponseRecorder(x.w, nil, nil)
-		x.setGatewayHeaders(x.w.Header())
-		controlplane.Serve(rec, r, &controlplane.Caller{Identity: id, App: x.g.app, Body: c.Body})
-		x.entry.Status = rec.Status()
-		return nil
-	}
-	if err := x.inspectBody(); err != nil {
-		return err
-	}
-	if x.plan, err = routing.Resolve(hdr, x.g.app, x.g.configs); err != nil {
-		return err
-	}
-	x.takeVariables()
-	return x.route(hdr)
+	f.entry.TraceID, f.entry.Metadata = hdr.TraceID, hdr.Metadata
+	f.out.traceID, f.out.alias = hdr.TraceID, hdr.Alias
 }
 
-// route runs the plan: the routing strategy and its attempts. hdr are the
-// headers the plan was built from, which for a prompt completion may
-// carry the prompt's saved virtual key rather than the client's.
-func (x *exchange) route(hdr *ingress.Headers) error {
-	if err := x.fillPromptTargets(hdr); err != nil {
-		return err
+// finish completes the log entry from the final result and what was sent.
+func (f *flight) finish() {
+	e := &f.entry
+	res := f.res
+	switch {
+	case res != nil && f.done:
+		e.Status = f.status
+	case f.out.status != 0:
+		e.Status = f.out.status
 	}
-	r, c := x.r, &x.call
-	x.entry.ConfigID = x.plan.ConfigID
-	if hdr.VirtualKey != "" {
-		x.entry.VirtualKey = hdr.VirtualKey
+	e.FirstByte = f.out.firstByte
+	if f.q != nil && f.q.Plan != nil {
+		e.CacheState = statusNoCache
 	}
-
-	rq := &routing.Request{Metadata: hdr.Metadata, MetadataRaw: hdr.MetadataRaw, Params: c.Body, Path: r.URL.Path}
-	res, err := x.g.router.Run(r.Context(), x.plan, rq, x)
-	x.logSteps(res.Steps)
-	if x.cacheState == "" {
-		// No target was attempted: report what the last one looked at,
-		// or DISABLED when none consulted the cache.
-		x.cacheState = cmp.Or(x.leafCache, cache.StatusDisabled)
+	prompt := promptUse{}
+	if f.q != nil {
+		prompt = f.q.Prompt
 	}
-	x.entry.CacheState = x.cacheState
-	if err != nil {
-		return err
+	if res != nil {
+		if res.target != nil {
+			e.Provider = res.target.Settings.Provider
+		}
+		if res.model != "" {
+			e.Model = res.model
+		}
+		if res.label != "" {
+			e.CacheState = res.label
+		}
+		e.Usage = res.usage
+		if e.Error == "" {
+			e.Error = res.err
+		}
+		prompt = res.prompt
 	}
-	x.entry.Status = res.Status
-	if !res.Committed {
-		x.writeLast()
+	if prompt.id != "" {
+		e.Extra = append(e.Extra, zap.String("prompt_id", prompt.id), zap.Int("prompt_version", prompt.version))
 	}
-	return nil
 }
 
 // logSteps records the router's steps as the log entry's attempts.
-func (x *exchange) logSteps(steps []routing.Step) {
+func (f *flight) logSteps(steps []routing.Step) {
 	if len(steps) == 0 {
 		return
 	}
-	x.entry.Attempts = make([]observe.Attempt, len(steps))
+	f.entry.Attempts = make([]observe.Attempt, len(steps))
 	for i, s := range steps {
-		x.entry.Attempts[i] = observe.Attempt{
+		f.entry.Attempts[i] = observe.Attempt{
 			Target:   s.Target.Path,
 			Provider: s.Target.Settings.Provider,
 			Status:   s.Status,
@@ -219,103 +223,6 @@ func (x *exchange) logSteps(steps []routing.Step) {
 			Outcome:  s.Outcome,
 		}
 	}
-}
-
-// readBody reads the whole body, bounded by the configured limit, because
-// retries and fallbacks must be able to send it again.
-func (x *exchange) readBody() ([]byte, error) {
-	r := x.r
-	limit := x.g.MaxRequestBody
-	if body, ok := ingress.Body(r); ok {
-		if int64(len(body)) > limit {
-			return nil, tooLarge(limit)
-		}
-		return body, nil
-	}
-	if r.Body == nil || r.Body == http.NoBody {
-		return nil, nil
-	}
-	if r.ContentLength > limit {
-		return nil, tooLarge(limit)
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(x.w, r.Body, limit))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, tooLarge(limit)
-		}
-		return nil, apierror.New(http.StatusBadRequest, apierror.TypeInvalidRequest, "could not read the request body")
-	}
-	return body, nil
-}
-
-func tooLarge(limit int64) error {
-	return apierror.Newf(http.StatusRequestEntityTooLarge, apierror.TypeInvalidRequest,
-		"request body exceeds the gateway's limit of %d bytes", limit).WithCode("request_too_large")
-}
-
-// inspectBody reads model and stream from JSON bodies and rejects malformed
-// JSON for the operations that need it.
-func (x *exchange) inspectBody() error {
-	c := &x.call
-	switch c.Op {
-	case providers.OpChat, providers.OpCompletions, providers.OpEmbeddings, providers.OpResponses, providers.OpImages, providers.OpSpeech:
-	default:
-		return nil
-	}
-	if ct := x.r.Header.Get("Content-Type"); strings.HasPrefix(ct, "multipart/") {
-		return nil // image edits are multipart
-	}
-	if len(c.Body) == 0 || !gjson.ValidBytes(c.Body) || !gjson.ParseBytes(c.Body).IsObject() {
-		return apierror.BadRequest("", "the request body must be a JSON object")
-	}
-	c.Model = gjson.GetBytes(c.Body, "model").String()
-	c.Stream = gjson.GetBytes(c.Body, "stream").Bool()
-	x.entry.Model, x.entry.Stream = c.Model, c.Stream
-	if c.Op == providers.OpCompletions {
-		return validateCompletion(c.Body)
-	}
-	return nil
-}
-
-// setGatewayHeaders adds the gateway's response headers, under the alias
-// prefix too when the client used it.
-func (x *exchange) setGatewayHeaders(h http.Header) {
-	set := func(name, v string) {
-		if v == "" {
-			return
-		}
-		h.Set(ingress.Prefix+name, v)
-		if x.hdr != nil && x.hdr.Alias {
-			h.Set(ingress.AliasPrefix+name, v)
-		}
-	}
-	set(RespTraceID, x.entry.TraceID)
-	if x.lastTarget != nil {
-		set(RespProvider, x.lastTarget.Settings.Provider)
-		set(RespLastUsedIndex, x.lastTarget.Path)
-		set(RespRetryCount, strconv.Itoa(x.retries))
-	}
-	if x.cacheState != "" {
-		set(RespCacheStatus, x.cacheState)
-	}
-}
-
-// writeLast writes the final buffered answer when no attempt committed.
-func (x *exchange) writeLast() {
-	b := x.last
-	if b == nil {
-		return
-	}
-	h := x.w.Header()
-	for k, v := range b.header {
-		h[k] = v
-	}
-	h.Set("Content-Length", strconv.Itoa(len(b.body)))
-	x.setGatewayHeaders(h)
-	x.w.WriteHeader(b.status)
-	_, _ = x.w.Write(b.body)
-	x.entry.Status = b.status
 }
 
 // usageFromBody reads usage from a complete JSON answer.

@@ -6,23 +6,25 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/sse"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
 var (
-	sseData      = []byte("data:")
 	sseDone      = []byte("[DONE]")
 	sseDoneEvent = []byte("data: [DONE]")
-	sseSep       = []byte("\n\n")
 )
 
 // sseFilter passes an OpenAI-format event stream through event by event,
-// noting the usage chunk and the final [DONE]. When the gateway itself
-// asked the provider for usage, it drops the usage-only chunk the client
-// did not ask for. It buffers at most one incomplete event.
+// byte for byte, noting the usage chunk and the final [DONE]. When the
+// gateway itself asked the provider for usage, it drops the usage-only
+// chunk the client did not ask for. Events are cut by the gateway's one
+// splitter (LF, CRLF and CR line endings alike), which buffers at most
+// one incomplete event.
 type sseFilter struct {
 	w          io.Writer
-	pending    []byte
+	split      sse.Splitter
 	dropUsage  bool
 	sawDone    bool
 	sawAny     bool
@@ -30,74 +32,47 @@ type sseFilter struct {
 	writeError error
 	// onDone, when set, runs as [DONE] is seen, before it is written.
 	onDone func()
+	// each is f.event bound once, so feeding costs no allocation.
+	each sse.Func
 }
 
 func (f *sseFilter) Write(p []byte) (int, error) {
 	if f.writeError != nil {
 		return 0, f.writeError
 	}
-	data := p
-	if len(f.pending) > 0 {
-		f.pending = append(f.pending, p...)
-		data = f.pending
+	if f.each == nil {
+		f.each = f.event
 	}
-	// Kept events are written in contiguous runs, so a chunk of several
-	// events costs one write, and a dropped event splits the run.
-	start, runStart, runEnd := 0, 0, 0
-	for {
-		i := bytes.Index(data[start:], sseSep)
-		if i < 0 {
-			break
-		}
-		end := start + i + len(sseSep)
-		if f.keep(data[start:end]) {
-			if runEnd != start {
-				if err := f.emitRun(data[runStart:runEnd]); err != nil {
-					return 0, err
-				}
-				runStart = start
-			}
-			runEnd = end
-		}
-		start = end
-	}
-	if err := f.emitRun(data[runStart:runEnd]); err != nil {
+	if err := f.split.Feed(p, f.each); err != nil {
+		f.writeError = err
 		return 0, err
 	}
-	rest := data[start:]
-	if len(rest) == 0 {
-		f.pending = f.pending[:0]
-	} else if len(f.pending) > 0 {
-		n := copy(f.pending, rest)
-		f.pending = f.pending[:n]
-	} else {
-		f.pending = append(f.pending[:0], rest...)
+	if f.writeError != nil {
+		return 0, f.writeError
 	}
 	return len(p), nil
 }
 
-func (f *sseFilter) emitRun(b []byte) error {
-	if len(b) == 0 {
-		return nil
+// event writes one complete event to the client unless it is dropped.
+func (f *sseFilter) event(ev *sse.Event) bool {
+	if !f.keep(ev) {
+		return true
 	}
-	return f.emit(b)
-}
-
-func (f *sseFilter) emit(b []byte) error {
-	_, err := f.w.Write(b)
-	f.writeError = err
-	return err
+	if _, err := f.w.Write(ev.Raw); err != nil {
+		f.writeError = err
+		return false
+	}
+	return true
 }
 
 // keep inspects one complete event and reports whether it goes to the
 // client.
-func (f *sseFilter) keep(ev []byte) bool {
+func (f *sseFilter) keep(ev *sse.Event) bool {
 	f.sawAny = true
-	i := bytes.Index(ev, sseData)
-	if i < 0 {
+	if !ev.HasData {
 		return true
 	}
-	payload := bytes.TrimSpace(ev[i+len(sseData):])
+	payload := bytes.TrimSpace(ev.Data)
 	if bytes.Equal(payload, sseDone) {
 		f.sawDone = true
 		if f.onDone != nil {
@@ -105,7 +80,7 @@ func (f *sseFilter) keep(ev []byte) bool {
 		}
 		return true
 	}
-	if !bytes.Contains(payload, []byte(`"usage"`)) {
+	if !bytes.Contains(payload, []byte(`"usage"`)) || jsonlimit.Check(payload) != nil {
 		return true
 	}
 	u := gjson.GetBytes(payload, "usage")
@@ -123,15 +98,11 @@ func (f *sseFilter) keep(ev []byte) bool {
 
 // Flush writes out a trailing event that lacked its blank line.
 func (f *sseFilter) Flush() error {
-	if len(f.pending) == 0 {
-		return nil
+	if f.each == nil {
+		f.each = f.event
 	}
-	b := f.pending
-	f.pending = f.pending[:0]
-	if !f.keep(b) {
-		return nil
-	}
-	return f.emit(b)
+	f.split.End(f.each)
+	return f.writeError
 }
 
 // usageFromJSON reads OpenAI's usage object (chat, completions, embeddings

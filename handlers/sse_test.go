@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 )
 
@@ -60,5 +61,31 @@ func BenchmarkSSEFilter(b *testing.B) {
 	for b.Loop() {
 		out.Reset()
 		f.Write(ev)
+	}
+}
+
+// TestSSEFilterLineEndings: CRLF and CR streams (valid SSE) pass through
+// event by event, byte for byte, with [DONE] seen.
+func TestSSEFilterLineEndings(t *testing.T) {
+	lf := chunkA + usageChunk + doneChunk
+	for _, tt := range []struct{ name, stream string }{
+		{"LF", lf},
+		{"CRLF", strings.ReplaceAll(lf, "\n", "\r\n")},
+		{"CR", strings.ReplaceAll(lf, "\n", "\r")},
+	} {
+		var out bytes.Buffer
+		f := &sseFilter{w: &out}
+		first := strings.Index(tt.stream, "data: {\"choices\":[]")
+		f.Write([]byte(tt.stream[:first]))
+		if out.String() != tt.stream[:first] {
+			t.Fatalf("%s: the first event must pass at once, got %q", tt.name, out.String())
+		}
+		f.Write([]byte(tt.stream[first:]))
+		if !f.sawDone || f.usage == nil || f.usage.TotalTokens != 12 {
+			t.Fatalf("%s: done=%v usage=%+v", tt.name, f.sawDone, f.usage)
+		}
+		if err := f.Flush(); err != nil || out.String() != tt.stream {
+			t.Fatalf("%s: err %v, got %q", tt.name, err, out.String())
+		}
 	}
 }

@@ -5,7 +5,12 @@
 package observe
 
 import (
+	"net"
+	"net/http"
+	"strings"
 	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -100,11 +105,29 @@ func (m metadataLog) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	return nil
 }
 
-// Write records the entry in the metrics and emits it at info level (warn
-// for 5xx answers).
+// Log records the entry in the metrics and logs it exactly once: as an
+// "llm" object inside Caddy's access log entry for r when the site logs r
+// (through caddyhttp.ExtraLogFields, so one line carries both), else as
+// the gateway's own "llm request" entry at info level (warn for 5xx).
+func (e *Entry) Log(r *http.Request, logger *zap.Logger) {
+	now := time.Now()
+	e.record(now)
+	if extra := AccessLogFields(r); extra != nil {
+		extra.Add(zap.Object("llm", entryLog{e, now}))
+		return
+	}
+	e.write(logger, now)
+}
+
+// Write records the entry in the metrics and emits it as the gateway's
+// own entry, whether or not the site logs. Callers serving HTTP use Log.
 func (e *Entry) Write(logger *zap.Logger) {
 	now := time.Now()
 	e.record(now)
+	e.write(logger, now)
+}
+
+func (e *Entry) write(logger *zap.Logger, now time.Time) {
 	lvl := zapcore.InfoLevel
 	if e.Status >= 500 {
 		lvl = zapcore.WarnLevel
@@ -113,44 +136,134 @@ func (e *Entry) Write(logger *zap.Logger) {
 	if ce == nil {
 		return
 	}
-	fields := make([]zap.Field, 0, 20+len(e.Extra))
-	fields = append(fields,
-		zap.String("trace_id", e.TraceID),
-		zap.String("api_key_name", e.KeyName),
-		zap.String("workspace_id", e.Workspace),
-		zap.String("endpoint", string(e.Operation)),
-		zap.String("method", e.Method),
-		zap.String("path", e.Path),
-		zap.String("provider", e.Provider),
-		zap.String("model", e.Model),
-		zap.Int("status", e.Status),
-		zap.Bool("stream", e.Stream),
-		zap.Float64("duration_ms", float64(now.Sub(e.Start).Microseconds())/1000),
-	)
+	enc := fieldsEncoder{fields: make([]zap.Field, 0, 20+len(e.Extra))}
+	e.encode(&enc, now)
+	ce.Write(enc.fields...)
+}
+
+// entryLog marshals an entry as one object, for the access log.
+type entryLog struct {
+	e   *Entry
+	now time.Time
+}
+
+// MarshalLogObject implements zapcore.ObjectMarshaler.
+func (l entryLog) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	l.e.encode(objectEncoder{enc}, l.now)
+	return nil
+}
+
+// fieldAdder is what encode writes to: a list of fields for the
+// gateway's own entry, or an object encoder for the access log.
+type fieldAdder interface {
+	add(f zap.Field)
+}
+
+type fieldsEncoder struct{ fields []zap.Field }
+
+func (f *fieldsEncoder) add(x zap.Field) { f.fields = append(f.fields, x) }
+
+type objectEncoder struct{ enc zapcore.ObjectEncoder }
+
+func (o objectEncoder) add(x zap.Field) { x.AddTo(o.enc) }
+
+func (e *Entry) encode(out fieldAdder, now time.Time) {
+	out.add(zap.String("trace_id", e.TraceID))
+	out.add(zap.String("api_key_name", e.KeyName))
+	out.add(zap.String("workspace_id", e.Workspace))
+	out.add(zap.String("endpoint", string(e.Operation)))
+	out.add(zap.String("method", e.Method))
+	out.add(zap.String("path", e.Path))
+	out.add(zap.String("provider", e.Provider))
+	out.add(zap.String("model", e.Model))
+	out.add(zap.Int("status", e.Status))
+	out.add(zap.Bool("stream", e.Stream))
+	out.add(zap.Float64("duration_ms", float64(now.Sub(e.Start).Microseconds())/1000))
 	if !e.FirstByte.IsZero() {
-		fields = append(fields, zap.Float64("ttfb_ms", float64(e.FirstByte.Sub(e.Start).Microseconds())/1000))
+		out.add(zap.Float64("ttfb_ms", float64(e.FirstByte.Sub(e.Start).Microseconds())/1000))
 	}
 	if e.VirtualKey != "" {
-		fields = append(fields, zap.String("virtual_key", e.VirtualKey))
+		out.add(zap.String("virtual_key", e.VirtualKey))
 	}
 	if e.ConfigID != "" {
-		fields = append(fields, zap.String("config_id", e.ConfigID))
+		out.add(zap.String("config_id", e.ConfigID))
 	}
 	if e.CacheState != "" {
-		fields = append(fields, zap.String("cache_status", e.CacheState))
+		out.add(zap.String("cache_status", e.CacheState))
 	}
 	if e.Usage != nil {
-		fields = append(fields, zap.Object("usage", usageLog{e.Usage}))
+		out.add(zap.Object("usage", usageLog{e.Usage}))
 	}
 	if len(e.Metadata) > 0 {
-		fields = append(fields, zap.Object("metadata", metadataLog(e.Metadata)))
+		out.add(zap.Object("metadata", metadataLog(e.Metadata)))
 	}
 	if len(e.Attempts) > 0 {
-		fields = append(fields, zap.Array("attempts", attempts(e.Attempts)))
+		out.add(zap.Array("attempts", attempts(e.Attempts)))
 	}
 	if e.Error != "" {
-		fields = append(fields, zap.String("error", e.Error))
+		out.add(zap.String("error", e.Error))
 	}
-	fields = append(fields, e.Extra...)
-	ce.Write(fields...)
+	for _, f := range e.Extra {
+		out.add(f)
+	}
+}
+
+// AccessLogFields returns the extra fields of Caddy's access log entry for
+// r when the server will write one (the same decision Caddy's server makes:
+// access logs enabled, the host not skipped, no log_skip), else nil.
+func AccessLogFields(r *http.Request) *caddyhttp.ExtraLogFields {
+	ctx := r.Context()
+	srv, _ := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
+	if srv == nil || srv.Logs == nil {
+		return nil
+	}
+	if skip, _ := caddyhttp.GetVar(ctx, caddyhttp.LogSkipVar).(bool); skip {
+		return nil
+	}
+	if !hostLogged(srv.Logs, r.Host) {
+		return nil
+	}
+	extra, _ := ctx.Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields)
+	return extra
+}
+
+// hostLogged mirrors caddyhttp's Server.shouldLogRequest host rules.
+func hostLogged(l *caddyhttp.ServerLogConfig, hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = hostport
+	}
+	for name := range l.LoggerNames {
+		if matchWildcard(host, name) {
+			return true
+		}
+	}
+	for _, h := range l.SkipHosts {
+		if matchWildcard(host, h) {
+			return false
+		}
+	}
+	return !l.SkipUnmappedHosts
+}
+
+// matchWildcard is certmagic.MatchWildcard: an exact match, or a pattern
+// whose leading labels are "*" standing for one label each.
+func matchWildcard(subject, wildcard string) bool {
+	subject, wildcard = strings.ToLower(subject), strings.ToLower(wildcard)
+	if subject == wildcard {
+		return true
+	}
+	if !strings.Contains(wildcard, "*") {
+		return false
+	}
+	sl, wl := strings.Split(subject, "."), strings.Split(wildcard, ".")
+	if len(sl) != len(wl) {
+		return false
+	}
+	for i := range wl {
+		if wl[i] != "*" && wl[i] != sl[i] {
+			return false
+		}
+	}
+	return true
 }

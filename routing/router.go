@@ -55,6 +55,11 @@ type Outcome struct {
 	// Skipped is true when nothing was attempted because every candidate
 	// target's circuit breaker was open.
 	Skipped bool
+	// Result is the executor's own account of the attempt (its held
+	// answer, usage, model, …). The router never reads it; it carries it
+	// back to the caller of Run with the outcome that ended the request,
+	// so nothing has to be reconciled from side channels afterwards.
+	Result any
 
 	// step is 1 + the index of the Step that produced the outcome, so a
 	// strategy moving on can relabel it; 0 when none did.

@@ -1,0 +1,203 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
+)
+
+func testTarget() *routing.Target {
+	return &routing.Target{Path: "config.targets[1]", Settings: providers.Settings{Provider: "openai"}}
+}
+
+func TestResponderHeld(t *testing.T) {
+	body := []byte(`{"id":"x","choices":[]}`)
+	tests := []struct {
+		name       string
+		alias      bool
+		envelope   bool
+		status     int
+		wantPrefix string
+	}{
+		{"plain", false, false, 200, `{"id":"x"`},
+		{"alias headers", true, false, 200, `{"id":"x"`},
+		{"envelope wraps a success", false, true, 200, `{"status":"success","headers":{`},
+		{"envelope leaves an error", false, true, 429, `{"id":"x"`},
+	}
+	for _, tt := range tests {
+		rec := httptest.NewRecorder()
+		o := &responder{w: rec, traceID: "tr-1", alias: tt.alias}
+		info := &answerInfo{target: testTarget(), try: 2, label: "MISS"}
+		o.held(&heldAnswer{status: tt.status, header: http.Header{"Content-Type": {"application/json"}}, body: body}, info, tt.envelope)
+		if rec.Code != tt.status || !strings.HasPrefix(rec.Body.String(), tt.wantPrefix) {
+			t.Fatalf("%s: %d %s", tt.name, rec.Code, rec.Body)
+		}
+		h := rec.Header()
+		for k, v := range map[string]string{"x-gateway-trace-id": "tr-1", "x-gateway-provider": "openai",
+			"x-gateway-last-used-option-index": "config.targets[1]", "x-gateway-retry-attempt-count": "2", "x-gateway-cache-status": "MISS"} {
+			if h.Get(k) != v {
+				t.Errorf("%s: %s = %q", tt.name, k, h.Get(k))
+			}
+			alias := strings.Replace(k, ingress.Prefix, ingress.AliasPrefix, 1)
+			if got := h.Get(alias); (got == v) != tt.alias {
+				t.Errorf("%s: alias %s = %q", tt.name, alias, got)
+			}
+		}
+		if tt.envelope && tt.status == 200 {
+			var env struct {
+				Headers map[string]string
+				Body    json.RawMessage
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &env); err != nil || env.Headers["x-gateway-trace-id"] != "tr-1" || string(env.Body) != string(body) {
+				t.Fatalf("%s: envelope %s (%v)", tt.name, rec.Body, err)
+			}
+		}
+		// Only one answer is ever written.
+		o.error(apierror.BadRequest("", "late"), nil)
+		if strings.Contains(rec.Body.String(), "late") {
+			t.Fatalf("%s: a second answer was written", tt.name)
+		}
+	}
+}
+
+type beforeFunc func(ctx context.Context, q *Request) ([]byte, error)
+
+func (f beforeFunc) Before(ctx context.Context, q *Request) ([]byte, error) { return f(ctx, q) }
+
+type afterCheck struct {
+	async bool
+	deny  error
+	seen  chan *Answer
+}
+
+func (a *afterCheck) Async() bool { return a.async }
+func (a *afterCheck) After(_ context.Context, _ *Request, ans *Answer) ([]zap.Field, error) {
+	if a.seen != nil {
+		a.seen <- ans
+	}
+	return []zap.Field{zap.String("checked", "yes")}, a.deny
+}
+
+func TestRunBefore(t *testing.T) {
+	tests := []struct {
+		name      string
+		checks    []BeforeCheck
+		wantModel string
+		wantErr   int
+	}{
+		{"no change", []BeforeCheck{beforeFunc(func(context.Context, *Request) ([]byte, error) { return nil, nil })}, "a", 0},
+		{"transform", []BeforeCheck{beforeFunc(func(context.Context, *Request) ([]byte, error) { return []byte(`{"model":"b","stream":true}`), nil })}, "b", 0},
+		{"deny with status", []BeforeCheck{beforeFunc(func(context.Context, *Request) ([]byte, error) {
+			return nil, apierror.New(http.StatusForbidden, apierror.TypeInvalidRequest, "blocked")
+		})}, "a", 403},
+		{"deny plain error", []BeforeCheck{beforeFunc(func(context.Context, *Request) ([]byte, error) { return nil, errors.New("nope") })}, "a", 400},
+		{"transform to non-object", []BeforeCheck{beforeFunc(func(context.Context, *Request) ([]byte, error) { return []byte(`[1]`), nil })}, "a", 400},
+	}
+	for _, tt := range tests {
+		q := &Request{Call: providers.Call{Op: providers.OpChat, Body: []byte(`{"model":"a"}`), Model: "a"}}
+		err := runBefore(context.Background(), tt.checks, q)
+		if tt.wantErr != 0 {
+			if err == nil || apierror.As(err).Status != tt.wantErr {
+				t.Fatalf("%s: err %v", tt.name, err)
+			}
+			continue
+		}
+		if err != nil || q.Call.Model != tt.wantModel {
+			t.Fatalf("%s: err %v model %q", tt.name, err, q.Call.Model)
+		}
+	}
+}
+
+func TestRunAfter(t *testing.T) {
+	sync1 := &afterCheck{}
+	deny := &afterCheck{deny: apierror.New(http.StatusUnprocessableEntity, apierror.TypeInvalidRequest, "bad answer")}
+	async := &afterCheck{async: true, seen: make(chan *Answer, 1), deny: errors.New("ignored")}
+	a := &Answer{Status: 200, Body: []byte(`{"x":1}`)}
+	notes, err := runAfter(context.Background(), []AfterCheck{sync1, async}, &Request{}, a, false)
+	if err != nil || len(notes) != 1 {
+		t.Fatalf("sync: %v %v", notes, err)
+	}
+	select {
+	case <-async.seen:
+		t.Fatal("an async check ran before the answer was sent")
+	default:
+	}
+	if _, err := runAfter(context.Background(), []AfterCheck{sync1, async}, &Request{}, a, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-async.seen; string(got.Body) != `{"x":1}` || &got.Body[0] == &a.Body[0] {
+		t.Fatal("async check must see a copy of the answer")
+	}
+	if _, err := runAfter(context.Background(), []AfterCheck{deny}, &Request{}, a, false); apierror.As(err).Status != 422 {
+		t.Fatalf("deny: %v", err)
+	}
+}
+
+func TestTargetBodies(t *testing.T) {
+	plain, over := testTarget(), testTarget()
+	over.OverrideParams = map[string]json.RawMessage{"model": json.RawMessage(`"gpt-4o"`), "stream": json.RawMessage(`true`)}
+	q := &Request{Call: providers.Call{Op: providers.OpChat, Body: []byte(`{"model":"m","messages":[]}`), Model: "m"},
+		Plan: &routing.Plan{Leaves: []*routing.Target{plain, over}}}
+	g := &Gateway{}
+	if err := g.targetBodies(httptest.NewRequest("POST", "/v1/chat/completions", nil), q); err != nil {
+		t.Fatal(err)
+	}
+	if tb, _ := q.bodyFor(plain); string(tb.body) != string(q.Call.Body) || tb.model != "m" {
+		t.Fatalf("plain target: %+v", tb)
+	}
+	if tb, _ := q.bodyFor(over); tb.model != "gpt-4o" || !tb.stream || !strings.Contains(string(tb.body), `"messages"`) {
+		t.Fatalf("override target: %s", tb.body)
+	}
+}
+
+func TestValidAnswer(t *testing.T) {
+	tests := []struct {
+		op   providers.Operation
+		body string
+		ok   bool
+	}{
+		{providers.OpChat, `{"choices":[]}`, true},
+		{providers.OpChat, `{"id":"x"}`, false},
+		{providers.OpChat, `<html>`, false},
+		{providers.OpChat, `{"choices":[`, false},
+		{providers.OpCompletions, `{"choices":[{"text":"a"}]}`, true},
+		{providers.OpEmbeddings, `{"data":[]}`, true},
+		{providers.OpEmbeddings, `{"choices":[]}`, false},
+		{providers.OpChat, `{"choices":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`, false},
+	}
+	for _, tt := range tests {
+		if err := validAnswer(tt.op, []byte(tt.body)); (err == nil) != tt.ok {
+			t.Errorf("%s %.40s: %v", tt.op, tt.body, err)
+		}
+	}
+}
+
+func TestPlaceholders(t *testing.T) {
+	f := &flight{}
+	f.entry.TraceID, f.entry.KeyName, f.entry.Model = "tr", "key", "m"
+	f.entry.Usage = &providers.Usage{PromptTokens: 1, CompletionTokens: 2, TotalTokens: 3}
+	f.out.info = &answerInfo{target: testTarget(), try: 1, label: "HIT"}
+	want := map[string]any{"trace_id": "tr", "key_name": "key", "model": "m", "provider": "openai",
+		"cache_status": "HIT", "last_used_option_index": "config.targets[1]", "retry_count": 1,
+		"tokens.prompt": int64(1), "tokens.completion": int64(2), "tokens.total": int64(3)}
+	for k, v := range want {
+		got, ok := f.placeholder(PlaceholderPrefix + k)
+		if !ok || got != v {
+			t.Errorf("%s = %v (%v), want %v", k, got, ok, v)
+		}
+	}
+	if _, ok := f.placeholder("http.request.uri"); ok {
+		t.Fatal("claimed a foreign placeholder")
+	}
+}

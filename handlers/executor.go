@@ -1,0 +1,67 @@
+package handlers
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
+)
+
+// executor implements routing.Executor for one request: the router calls
+// it once per attempt, and it answers with a routing.Outcome whose Result
+// is the attempt's *result. It holds only what does not change during the
+// request; each attempt keeps its own state on its own stack.
+type executor struct {
+	g   *Gateway
+	q   *Request
+	r   *http.Request
+	out *responder
+	// holdSuccess holds every non-stream success whole, for stages that
+	// need the complete answer before the client has it (after-request
+	// checks, a prompt completion's envelope, a format adapter).
+	holdSuccess bool
+}
+
+// Cached implements routing.Executor: without a cache step there is no
+// cache to answer from.
+func (e *executor) Cached(context.Context, *routing.Target) (routing.Outcome, bool) {
+	return routing.Outcome{}, false
+}
+
+// Attempt implements routing.Executor.
+func (e *executor) Attempt(ctx context.Context, t *routing.Target, try int) routing.Outcome {
+	return e.attempt(ctx, t, try, attemptOpts{label: statusNoCache})
+}
+
+// result is what one attempt produced, carried back to serve in the
+// routing.Outcome that ended the request.
+type result struct {
+	// answerInfo names the target, the try and the cache status.
+	answerInfo
+	// held is the answer still to be written (nil once the answer was
+	// streamed or passed through to the client).
+	held   *heldAnswer
+	usage  *providers.Usage
+	model  string
+	prompt promptUse
+	// err is the gateway's message for the log, when it made the failure.
+	err string
+	// abort asks for the client's connection to be broken: a
+	// passed-through answer broke off, and a clean end would look
+	// complete.
+	abort bool
+}
+
+func (res *result) info() *answerInfo {
+	if res == nil {
+		return nil
+	}
+	return &res.answerInfo
+}
+
+// resultOf returns the executor's result carried by o, or nil.
+func resultOf(o routing.Outcome) *result {
+	res, _ := o.Result.(*result)
+	return res
+}

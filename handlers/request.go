@@ -1,0 +1,265 @@
+package handlers
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/prompts"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
+)
+
+// Request is one client request as the pipeline sees it. parse and plan
+// build it; after that nothing changes it, so the executor, the stages and
+// the responder may all read it without coordination.
+type Request struct {
+	// Header holds the gateway headers, parsed.
+	Header *ingress.Headers
+	// RouteHeader holds the headers the plan was built from: Header, or
+	// for a prompt completion a copy naming the prompt's saved virtual
+	// key or config.
+	RouteHeader *ingress.Headers
+	// Identity is the authenticated gateway key.
+	Identity *app.Identity
+	// Call is the call to make: the client's, or for a prompt completion
+	// the chat completion its prompt renders to.
+	Call providers.Call
+	// URLPath is the request's URL path, "/v1/…".
+	URLPath string
+	// ClientHeader is the client's HTTP header, for what is forwarded.
+	ClientHeader http.Header
+	// Plan is the routing plan, complete (prompt targets included).
+	Plan *routing.Plan
+	// Prompt is the prompt a /v1/prompts/{id}/completions call rendered.
+	Prompt promptUse
+	// Envelope is set for a non-streamed prompt completion: a success is
+	// wrapped in {status, headers, body}.
+	Envelope bool
+
+	// varsBody is the client's body carrying prompt variables, set when
+	// some target renders its own prompt.
+	varsBody []byte
+	// bodies holds, for each target whose body differs from Call.Body
+	// (a prompt_id to render, override_params to merge), that body. It is
+	// filled once while planning; nil when no target needs one.
+	bodies map[*routing.Target]*targetBody
+}
+
+// targetBody is a target's own request body, or why it has none.
+type targetBody struct {
+	body   []byte
+	err    error
+	prompt promptUse
+	model  string
+	stream bool
+}
+
+// promptUse names a prompt version whose rendering was sent, for the log.
+type promptUse struct {
+	id      string
+	version int
+}
+
+// bodyFor returns the body, model and stream flag to send to t, and the
+// prompt it was rendered from.
+func (q *Request) bodyFor(t *routing.Target) (targetBody, error) {
+	if tb := q.bodies[t]; tb != nil {
+		return *tb, tb.err
+	}
+	return targetBody{body: q.Call.Body, prompt: q.Prompt, model: q.Call.Model, stream: q.Call.Stream}, nil
+}
+
+// parse reads everything the pipeline needs from r: the gateway headers,
+// the caller's identity, the call and its body. It returns a nil Request
+// (and no error) when the request was a control-plane call, already
+// answered by out.
+func (g *Gateway) parse(r *http.Request, f *flight) (*Request, error) {
+	hdr, err := ingress.Parse(r.Header)
+	f.setHeader(hdr)
+	if err != nil {
+		return nil, err
+	}
+	id, ok := g.app.Authenticate(hdr.APIKey)
+	if !ok {
+		msg := "missing gateway API key: send it in the " + ingress.Prefix + ingress.APIKey + " header"
+		if hdr.APIKey != "" {
+			msg = "invalid gateway API key"
+		}
+		return nil, apierror.New(http.StatusUnauthorized, apierror.TypeAuthentication, msg).WithCode("invalid_api_key")
+	}
+	f.entry.KeyName, f.entry.Workspace, f.entry.Organisation = id.Name, id.WorkspaceID, id.OrganisationID
+
+	path, ok := strings.CutPrefix(r.URL.Path, "/v1")
+	if !ok || (path != "" && path[0] != '/') {
+		return nil, apierror.Newf(http.StatusNotFound, apierror.TypeNotFound, "unknown path %s: the gateway serves /v1/*", r.URL.Path)
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch:
+	default:
+		return nil, apierror.Newf(http.StatusMethodNotAllowed, apierror.TypeInvalidRequest, "method %s is not supported", r.Method)
+	}
+	q := &Request{Header: hdr, RouteHeader: hdr, Identity: id, URLPath: r.URL.Path, ClientHeader: r.Header}
+	c := &q.Call
+	c.Op = providers.OperationFor(r.Method, path)
+	c.Method, c.Path, c.RawQuery, c.Header = r.Method, path, r.URL.RawQuery, r.Header
+	f.entry.Operation, f.entry.Path = c.Op, path
+
+	if c.Body, err = g.readBody(r, &f.out); err != nil {
+		return nil, err
+	}
+	// Prompt completions lie under the prompt API's prefix but are
+	// inference: they take the whole pipeline, not the control plane.
+	if ref, ok := prompts.CompletionsRef(r.URL.Path); ok && r.Method == http.MethodPost {
+		if err := g.promptCompletion(r, q, ref); err != nil {
+			return nil, err
+		}
+		f.entry.Operation, f.entry.Model, f.entry.Stream = providers.OpChat, c.Model, c.Stream
+		return q, nil
+	}
+	if controlplane.Owns(r.URL.Path) {
+		f.entry.Operation = "control"
+		f.entry.Status = f.out.control(func(w http.ResponseWriter) {
+			controlplane.Serve(w, r, &controlplane.Caller{Identity: id, App: g.app, Body: c.Body})
+		})
+		return nil, nil
+	}
+	if err := inspectBody(r, c); err != nil {
+		return nil, err
+	}
+	f.entry.Model, f.entry.Stream = c.Model, c.Stream
+	return q, nil
+}
+
+// readBody reads the whole body, bounded by the configured limit, because
+// retries and fallbacks must be able to send it again.
+func (g *Gateway) readBody(r *http.Request, out *responder) ([]byte, error) {
+	limit := g.MaxRequestBody
+	if body, ok := ingress.Body(r); ok {
+		if int64(len(body)) > limit {
+			return nil, tooLarge(limit)
+		}
+		return body, nil
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	if r.ContentLength > limit {
+		return nil, tooLarge(limit)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(out.w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, tooLarge(limit)
+		}
+		return nil, apierror.New(http.StatusBadRequest, apierror.TypeInvalidRequest, "could not read the request body")
+	}
+	return body, nil
+}
+
+func tooLarge(limit int64) error {
+	return apierror.Newf(http.StatusRequestEntityTooLarge, apierror.TypeInvalidRequest,
+		"request body exceeds the gateway's limit of %d bytes", limit).WithCode("request_too_large")
+}
+
+// inspectBody reads model and stream from JSON bodies and rejects bodies
+// the inference operations cannot take: not a JSON object, not UTF-8, or
+// nested deeper than jsonlimit.MaxDepth. The depth is checked without
+// recursion before gjson or any provider walks the body, since a few
+// megabytes of "[" would otherwise exhaust a recursive validator's stack.
+func inspectBody(r *http.Request, c *providers.Call) error {
+	switch c.Op {
+	case providers.OpChat, providers.OpCompletions, providers.OpEmbeddings, providers.OpResponses, providers.OpImages, providers.OpSpeech:
+	default:
+		return nil
+	}
+	if ct := r.Header.Get("Content-Type"); strings.HasPrefix(ct, "multipart/") {
+		return nil // image edits are multipart
+	}
+	if err := checkJSONObject(c.Body); err != nil {
+		return err
+	}
+	c.Model, c.Stream = readModelStream(c.Body)
+	if c.Op == providers.OpCompletions {
+		return validateCompletion(c.Body)
+	}
+	return nil
+}
+
+// plan completes q: the routing plan (saved configs, virtual keys and
+// prompt targets resolved), the before-request checks, and each target's
+// own body. After plan, q does not change.
+func (g *Gateway) plan(r *http.Request, q *Request, st *Stages) error {
+	var err error
+	if q.Plan == nil {
+		if q.Plan, err = routing.Resolve(q.RouteHeader, g.app, g.configs); err != nil {
+			return err
+		}
+	}
+	if err := q.Plan.ResolvePrompts(r.Context(), g.app, q.Identity.WorkspaceID, q.RouteHeader); err != nil {
+		return err
+	}
+	takeVariables(q)
+	if st != nil && len(st.Before) > 0 {
+		if err := runBefore(r.Context(), st.Before, q); err != nil {
+			return err
+		}
+	}
+	return g.targetBodies(r, q)
+}
+
+// targetBodies renders, once, the body of every target that has its own:
+// a prompt_id to render (chat completions only) or override_params to
+// merge (shallowly, overriding the client's keys). A body that cannot be
+// made fails that target only, when it is attempted.
+func (g *Gateway) targetBodies(r *http.Request, q *Request) error {
+	for _, t := range q.Plan.Leaves {
+		render := t.PromptID != "" && q.Call.Op == providers.OpChat
+		if len(t.OverrideParams) == 0 && !render {
+			continue
+		}
+		tb := &targetBody{body: q.Call.Body, prompt: q.Prompt}
+		if render {
+			tb.body, tb.prompt, tb.err = renderTarget(r.Context(), g.app.PromptRegistry(), q, t)
+		}
+		if tb.err == nil && len(t.OverrideParams) > 0 && jsonlimit.Check(tb.body) == nil {
+			tb.body = applyOverrides(tb.body, t.OverrideParams)
+		}
+		tb.model = gjson.GetBytes(tb.body, "model").String()
+		tb.stream = gjson.GetBytes(tb.body, "stream").Bool()
+		if q.bodies == nil {
+			q.bodies = make(map[*routing.Target]*targetBody, len(q.Plan.Leaves))
+		}
+		q.bodies[t] = tb
+	}
+	return nil
+}
+
+// checkJSONObject is the check every inference body passes: a JSON
+// object, valid UTF-8, nested at most jsonlimit.MaxDepth levels.
+func checkJSONObject(b []byte) error {
+	if len(b) == 0 {
+		return apierror.BadRequest("", "the request body must be a JSON object")
+	}
+	switch err := jsonlimit.Object(b); err {
+	case nil:
+		return nil
+	case jsonlimit.ErrTooDeep, jsonlimit.ErrInvalidUTF8:
+		return apierror.BadRequest("", "the request body is not acceptable: %v", err)
+	}
+	return apierror.BadRequest("", "the request body must be a JSON object")
+}
+
+// readModelStream reads the model and stream fields of a checked body.
+func readModelStream(b []byte) (string, bool) {
+	return gjson.GetBytes(b, "model").String(), gjson.GetBytes(b, "stream").Bool()
+}

@@ -1,0 +1,106 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+)
+
+// Input is a request run through the pipeline without an HTTP client, as
+// managed batches do: the same headers (x-gateway-api-key included) and
+// body a client would send to Path ("/v1/chat/completions").
+type Input struct {
+	Method string
+	Path   string
+	Header http.Header
+	Body   []byte
+}
+
+// Result is the complete answer to an Input.
+type Result struct {
+	Status int
+	Header http.Header
+	Body   []byte
+	// TraceID, Provider, Model and Usage are what the request's log entry
+	// records.
+	TraceID  string
+	Provider string
+	Model    string
+	Usage    *providers.Usage
+}
+
+// ErrIncomplete is returned by Run when the answer broke off after it
+// began (a passed-through answer whose provider connection failed).
+var ErrIncomplete = errors.New("the answer broke off before it completed")
+
+// Run runs one request through the whole pipeline (authentication,
+// stages, routing, retries, cache, provider translation) and returns the
+// answer it would have sent, held in memory up to max_response_body. The
+// request is logged as any other. ctx bounds the request; its values are
+// not used. The error is only for an answer that broke off; gateway and
+// provider errors are answers, in the envelope, with their status.
+func (g *Gateway) Run(ctx context.Context, in *Input) (*Result, error) {
+	method := in.Method
+	if method == "" {
+		method = http.MethodPost
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://llm-gateway.internal"+in.Path, bytes.NewReader(in.Body))
+	if err != nil {
+		return nil, err
+	}
+	if in.Header != nil {
+		req.Header = in.Header.Clone()
+	}
+	req.RemoteAddr = "127.0.0.1:0"
+	w := &memoryWriter{header: make(http.Header), max: g.MaxResponseBody}
+	// A server of its own: no access log, so the gateway writes its own
+	// entry, and no client address to trust.
+	req = caddyhttp.PrepareRequest(req, caddy.NewReplacer(), w, &caddyhttp.Server{})
+	f := g.serveFlight(w, req)
+	out := &Result{Status: w.status, Header: w.header, Body: w.body.Bytes(), TraceID: f.entry.TraceID,
+		Provider: f.entry.Provider, Model: f.entry.Model, Usage: f.entry.Usage}
+	if out.Status == 0 {
+		out.Status = http.StatusOK
+	}
+	if (f.res != nil && f.res.abort) || w.overflow {
+		return out, ErrIncomplete
+	}
+	return out, nil
+}
+
+// memoryWriter is the in-memory client of Run.
+type memoryWriter struct {
+	header   http.Header
+	status   int
+	body     bytes.Buffer
+	max      int64
+	overflow bool
+}
+
+func (m *memoryWriter) Header() http.Header { return m.header }
+
+func (m *memoryWriter) WriteHeader(status int) {
+	if m.status == 0 {
+		m.status = status
+	}
+}
+
+func (m *memoryWriter) Write(p []byte) (int, error) {
+	if m.status == 0 {
+		m.status = http.StatusOK
+	}
+	if int64(m.body.Len()+len(p)) > m.max {
+		m.overflow = true
+		return 0, errResponseTooLarge
+	}
+	return m.body.Write(p)
+}
+
+// Flush implements http.Flusher; there is nothing to flush.
+func (m *memoryWriter) Flush() {}

@@ -1,0 +1,177 @@
+package handlers
+
+import (
+	"context"
+	"io"
+	"net/http"
+
+	"go.uber.org/zap"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+)
+
+// Named stages of the pipeline. The core is parse → plan → run → finish;
+// stages plug in around it without the core knowing what they do:
+//
+//	parse ─ FormatAdapter.ToChat ─ plan ─ BeforeCheck… ─ run (router, cache, attempts)
+//	      ─ AfterCheck… (sync) ─ respond (FormatAdapter.FromChat/Stream) ─ AfterCheck… (async) ─ log
+//
+// A Gateway's StageSource picks the stages of each request once it is
+// parsed (from the gateway key, the plan's before/after hooks, the path…).
+// A nil StageSource, a nil *Stages and empty lists cost nothing: no
+// allocation, no answer held for them.
+
+// StageSource chooses the stages of a request. It is called once per
+// request, after parsing and before planning; it must not change q.
+type StageSource interface {
+	Stages(q *Request) *Stages
+}
+
+// Stages are the optional steps of one request.
+type Stages struct {
+	// Before run in order after the plan is built and before any
+	// provider is called.
+	Before []BeforeCheck
+	// After run in order on the final answer.
+	After []AfterCheck
+	// Adapter, when set, serves the request as a chat completion in
+	// another API's format.
+	Adapter FormatAdapter
+}
+
+// BeforeCheck inspects a request before routing.
+type BeforeCheck interface {
+	// Before may deny the request by returning an error (an
+	// *apierror.Error chooses the status; any other error is a 400 with
+	// its text), or replace the body every target is sent by returning
+	// a non-nil body, which must be a JSON object. It must not change q.
+	Before(ctx context.Context, q *Request) (body []byte, err error)
+}
+
+// AfterCheck inspects the final answer.
+type AfterCheck interface {
+	// After may deny a held answer by returning an error (the client then
+	// gets that error instead), and may annotate the request's log entry
+	// with fields. Answers that were streamed or passed through already
+	// reached the client: a denial of those is logged, not sent.
+	After(ctx context.Context, q *Request, a *Answer) (annotations []zap.Field, err error)
+	// Async reports whether the check only observes. An asynchronous
+	// check runs after the answer was sent, in its own goroutine, on a
+	// copy of the answer; it cannot deny, and its annotations are not
+	// logged with the request. Synchronous checks make the gateway hold
+	// every non-stream success until they have run.
+	Async() bool
+}
+
+// Answer is the final answer of a request as after-request checks see it.
+type Answer struct {
+	Status int
+	Header http.Header
+	// Body is the complete answer when it was held (nil when it was
+	// streamed or passed through).
+	Body []byte
+	// Streamed reports that the answer already reached the client.
+	Streamed bool
+	Provider string
+	Model    string
+	Usage    *providers.Usage
+}
+
+// FormatAdapter serves another API's format (the Responses API, for one)
+// as a chat completion: the request is converted to a chat completions
+// request before planning, and the chat answer or stream back to the
+// client's format.
+type FormatAdapter interface {
+	// ToChat converts the client's body to a chat completions body.
+	ToChat(body []byte) ([]byte, error)
+	// FromChat converts a complete chat completion answer back; req is
+	// the client's original body.
+	FromChat(req, chat []byte) ([]byte, error)
+	// Stream returns a writer that takes the chat completion's SSE bytes
+	// and writes the client's stream format to w; Close ends the stream.
+	Stream(req []byte, w io.Writer) io.WriteCloser
+}
+
+// adaptation is a FormatAdapter applied to one request.
+type adaptation struct {
+	a   FormatAdapter
+	req []byte
+	// stream converts a streamed answer, once one started.
+	stream io.WriteCloser
+}
+
+func (ad *adaptation) fromChat(chat []byte) ([]byte, error) { return ad.a.FromChat(ad.req, chat) }
+
+// adapt makes q the chat completion the adapter converts it to.
+func adapt(q *Request, a FormatAdapter) (*adaptation, error) {
+	body, err := a.ToChat(q.Call.Body)
+	if err != nil {
+		return nil, stageError(err)
+	}
+	ad := &adaptation{a: a, req: q.Call.Body}
+	c := &q.Call
+	c.Op, c.Method, c.Path, c.RawQuery, c.Body = providers.OpChat, http.MethodPost, "/chat/completions", "", body
+	return ad, inspectChat(c)
+}
+
+// runBefore runs the before-request checks on q, in order; the last body
+// a check returned replaces q's body.
+func runBefore(ctx context.Context, checks []BeforeCheck, q *Request) error {
+	for _, ch := range checks {
+		body, err := ch.Before(ctx, q)
+		if err != nil {
+			return stageError(err)
+		}
+		if body != nil {
+			q.Call.Body = body
+			if err := inspectChat(&q.Call); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// runAfter runs the synchronous after-request checks on a, in order, and
+// starts the asynchronous ones once the answer was sent (after is then
+// true). It returns the annotations and the first denial.
+func runAfter(ctx context.Context, checks []AfterCheck, q *Request, a *Answer, async bool) ([]zap.Field, error) {
+	var notes []zap.Field
+	for _, ch := range checks {
+		if ch.Async() != async {
+			continue
+		}
+		if async {
+			cp := *a
+			cp.Body = append([]byte(nil), a.Body...)
+			go func() { _, _ = ch.After(context.WithoutCancel(ctx), q, &cp) }()
+			continue
+		}
+		n, err := ch.After(ctx, q, a)
+		notes = append(notes, n...)
+		if err != nil {
+			return notes, stageError(err)
+		}
+	}
+	return notes, nil
+}
+
+// stageError turns a stage's error into the client's: an *apierror.Error
+// as it is, anything else a 400 with its text.
+func stageError(err error) error {
+	if e, ok := err.(*apierror.Error); ok {
+		return e
+	}
+	return apierror.BadRequest("", "%s", err.Error())
+}
+
+// inspectChat re-reads model and stream from a body a stage replaced,
+// with the same checks as a client's body.
+func inspectChat(c *providers.Call) error {
+	if err := checkJSONObject(c.Body); err != nil {
+		return err
+	}
+	c.Model, c.Stream = readModelStream(c.Body)
+	return nil
+}
