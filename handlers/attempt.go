@@ -74,6 +74,11 @@ func (e *executor) attempt(ctx context.Context, t *routing.Target, try int, opts
 	}
 	call.Body, call.Model, call.Stream = tb.body, tb.model, tb.stream
 	u := providers.Upstream{Header: make(http.Header, 4)}
+	if t.GuardEgress {
+		// Connections the provider makes itself (a service account's
+		// token endpoint) pass the same policy.
+		call.Egress = e.g.guard
+	}
 	if err := p.Prepare(&call, &t.Settings, &u); err != nil {
 		return res.fail(apierror.As(err), routing.CauseLocal)
 	}
@@ -92,7 +97,7 @@ func (e *executor) attempt(ctx context.Context, t *routing.Target, try int, opts
 		})
 		defer timer.Stop()
 	}
-	if needsEgressGuard(t) {
+	if t.GuardEgress {
 		attemptCtx = upstream.WithGuard(attemptCtx, e.g.guard)
 	}
 	r2, proxy := e.upstreamRequest(attemptCtx, &call, &u, t)
@@ -260,10 +265,6 @@ func (e *executor) held(c *capture, res *result) routing.Outcome {
 	return routing.Outcome{Status: c.status, Result: res}
 }
 
-// needsEgressGuard reports whether t's upstream address came from client
-// input and must pass the custom_host_allow policy.
-func needsEgressGuard(t *routing.Target) bool { return t.Settings.CustomHost != "" }
-
 // fail records a gateway-made error as the attempt's answer.
 func (res *result) fail(ae *apierror.Error, cause routing.Cause) routing.Outcome {
 	h := make(http.Header, 2)
@@ -331,9 +332,12 @@ func (e *executor) upstreamRequest(ctx context.Context, call *providers.Call, u 
 	}
 
 	host, port := u.URL.Hostname(), u.URL.Port()
-	proxy := e.g.proxyPlain
+	guarded, tls := 0, 0
+	if t.GuardEgress {
+		guarded = 1
+	}
 	if u.URL.Scheme == "https" {
-		proxy = e.g.proxyTLS
+		tls = 1
 		if port == "" {
 			port = "443"
 		}
@@ -342,7 +346,7 @@ func (e *executor) upstreamRequest(ctx context.Context, call *providers.Call, u 
 	}
 	caddyhttp.SetVar(ctx, upstream.VarDial, net.JoinHostPort(host, port))
 	caddyhttp.SetVar(ctx, upstream.VarServerName, host)
-	return r2, proxy
+	return r2, e.g.proxies[guarded][tls]
 }
 
 // skipProxyHeader reports client headers never passed through: the
@@ -386,7 +390,7 @@ func escapeKey(k string) string {
 func upstreamError(t *routing.Target, err error) (*apierror.Error, routing.Cause) {
 	var blocked *upstream.BlockedError
 	if errors.As(err, &blocked) {
-		return apierror.BadRequest("custom_host", "%s", blocked.Error()).WithCode("custom_host_not_allowed"), routing.CauseLocal
+		return upstream.Refusal(), routing.CauseLocal
 	}
 	reason := "connection failed"
 	var ne net.Error

@@ -57,8 +57,13 @@ type Gateway struct {
 	Stages StageSource `json:"-"`
 
 	app        *app.App
-	proxyPlain *reverseproxy.Handler
-	proxyTLS   *reverseproxy.Handler
+	// proxies[guarded][tls]: plain and TLS, for trusted and for guarded
+	// attempts. A transport is TLS or not for all its upstreams; and
+	// guarded attempts (addresses from client input) get transports of
+	// their own, because a connection pool is keyed by host:port only: a
+	// guarded request must never reuse an idle connection a trusted
+	// virtual key opened to an internal address.
+	proxies [2][2]*reverseproxy.Handler
 	guard      *upstream.Guard
 	router     *routing.Router
 	configs    *routing.ConfigCache
@@ -78,9 +83,9 @@ func (Gateway) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision loads the llm app and provisions two reverse_proxy handlers,
-// one for TLS and one for plain-HTTP providers, because Caddy's transport
-// is either TLS or not for all its upstreams.
+// Provision loads the llm app and provisions four reverse_proxy handlers:
+// TLS and plain-HTTP, each for trusted and for guarded attempts (see
+// Gateway.proxies).
 func (g *Gateway) Provision(ctx caddy.Context) error {
 	g.logger = ctx.Logger()
 	if g.MaxRequestBody <= 0 {
@@ -97,11 +102,12 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	if g.guard, err = upstream.NewGuard(g.CustomHostAllow); err != nil {
 		return err
 	}
-	if g.proxyPlain, err = g.loadProxy(ctx, false); err != nil {
-		return err
-	}
-	if g.proxyTLS, err = g.loadProxy(ctx, true); err != nil {
-		return err
+	for guarded := range 2 {
+		for tls := range 2 {
+			if g.proxies[guarded][tls], err = g.loadProxy(ctx, tls == 1); err != nil {
+				return err
+			}
+		}
 	}
 	breakers, release, err := g.app.Breakers(g.logger)
 	if err != nil {
@@ -154,8 +160,8 @@ func (g *Gateway) loadProxy(ctx caddy.Context, tls bool) (*reverseproxy.Handler,
 		return nil, fmt.Errorf("provisioning reverse_proxy: %v", err)
 	}
 	rp := mod.(*reverseproxy.Handler)
-	if ht, ok := rp.Transport.(*reverseproxy.HTTPTransport); ok && ht.Transport != nil && ht.Transport.DialContext != nil {
-		ht.Transport.DialContext = upstream.Wrap(ht.Transport.DialContext)
+	if ht, ok := rp.Transport.(*reverseproxy.HTTPTransport); ok && ht.Transport != nil {
+		upstream.WrapTransport(ht.Transport)
 	}
 	// Credentials are added only as the request goes on the wire, so
 	// the requests the proxy logs carry none (see credentials.go).
