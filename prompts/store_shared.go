@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/certmagic"
 	"github.com/google/uuid"
@@ -139,8 +141,20 @@ func (s *RedisStore) load(ctx context.Context, c redis.Cmdable) ([]*Prompt, erro
 
 // Mutate implements Store.
 func (s *RedisStore) Mutate(ctx context.Context, fn func([]*Prompt) ([]*Prompt, []string, error)) error {
-	const attempts = 10
+	// Optimistic: WATCH the hash, write in MULTI, start over when another
+	// writer got there first. Writers that collide back off for a random
+	// while (full jitter, capped), so a burst of concurrent writers
+	// spreads out instead of failing after a fixed number of collisions.
+	const attempts = 50
 	for i := 0; i < attempts; i++ {
+		if i > 0 {
+			wait := time.Duration(rand.Int64N(int64(min(time.Millisecond<<min(i, 6), 50*time.Millisecond)) + 1))
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(wait):
+			}
+		}
 		err := s.client.Watch(ctx, func(tx *redis.Tx) error {
 			all, err := s.load(ctx, tx)
 			if err != nil {
