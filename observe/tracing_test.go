@@ -31,7 +31,7 @@ func serverSpan(t testing.TB, opts ...sdktrace.TracerProviderOption) (context.Co
 func attrMap(kvs []attribute.KeyValue) map[string]string {
 	m := make(map[string]string, len(kvs))
 	for _, kv := range kvs {
-		m[string(kv.Key)] = kv.Value.Emit()
+		m[string(kv.Key)] = kv.Value.String()
 	}
 	return m
 }
