@@ -54,6 +54,19 @@ func (p Price) Cost(u providers.Usage) float64 {
 		float64(reasoning)*reasoningPrice
 }
 
+// Estimate returns the most a request can cost before it is sent:
+// promptTokens at the input price (no cache discount assumed) and up to
+// maxOutputTokens at the dearer of the output and reasoning prices. A
+// spend limit reserves this at admission and settles on Cost once the
+// usage is known, as token limits do.
+func (p Price) Estimate(promptTokens, maxOutputTokens int64) float64 {
+	out := p.Output
+	if p.HasReasoning && p.Reasoning > out {
+		out = p.Reasoning
+	}
+	return float64(max(promptTokens, 0))*p.Input + float64(max(maxOutputTokens, 0))*out
+}
+
 // HeaderPrecision is the number of decimals FormatUSD keeps: a
 // hundred-millionth of a cent, below the cheapest token any catalog
 // entry prices.

@@ -191,6 +191,28 @@ func TestHolderSwap(t *testing.T) {
 	}
 }
 
+func TestEstimate(t *testing.T) {
+	tests := []struct {
+		name           string
+		p              Price
+		prompt, maxOut int64
+		want           float64
+	}{
+		{"output price", Price{Input: 1e-6, Output: 4e-6, CachedInput: 1e-7, HasCachedInput: true}, 1000, 500, 1000*1e-6 + 500*4e-6},
+		{"dearer reasoning price", Price{Input: 1e-6, Output: 4e-6, Reasoning: 8e-6, HasReasoning: true}, 10, 10, 10*1e-6 + 10*8e-6},
+		{"negative counts", Price{Input: 1, Output: 1}, -5, -5, 0},
+	}
+	for _, tt := range tests {
+		if got := tt.p.Estimate(tt.prompt, tt.maxOut); !near(got, tt.want) {
+			t.Errorf("%s: Estimate = %v; want %v", tt.name, got, tt.want)
+		}
+		// An estimate never falls below the cost of usage within it.
+		if got, c := tt.p.Estimate(tt.prompt, tt.maxOut), tt.p.Cost(providers.Usage{PromptTokens: tt.prompt, CompletionTokens: tt.maxOut, ReasoningTokens: tt.maxOut / 2}); got+1e-15 < c {
+			t.Errorf("%s: estimate %v below cost %v", tt.name, got, c)
+		}
+	}
+}
+
 func BenchmarkCost(b *testing.B) {
 	c := Builtin()
 	u := providers.Usage{PromptTokens: 1000, CachedTokens: 200, CompletionTokens: 300}
