@@ -1,0 +1,219 @@
+// Package cost prices requests: a catalog of per-token prices for the
+// models of the built-in providers, an operator file in LiteLLM's
+// model-price format that overrides or extends it, and the computation of
+// a request's cost in US dollars from the usage its provider reported.
+//
+// A model the catalog does not know has no cost (known=false); the
+// gateway never reports it as zero.
+package cost
+
+import (
+	"strings"
+)
+
+// Price is what a model costs, in US dollars per token.
+type Price struct {
+	// Input is the price of a prompt token not read from a cache.
+	Input float64
+	// Output is the price of a completion token.
+	Output float64
+	// CachedInput is the price of a prompt token read from the
+	// provider's prompt cache; used only when HasCachedInput.
+	CachedInput    float64
+	HasCachedInput bool
+	// Reasoning is the price of a reasoning (thinking) token; used only
+	// when HasReasoning, else reasoning tokens cost Output.
+	Reasoning    float64
+	HasReasoning bool
+	// Source is the page the figure was read from and AsOf the date it is
+	// known to hold, when the catalog entry says so.
+	Source string
+	AsOf   string
+}
+
+// Catalog maps (provider, model) to prices. A Catalog is immutable once
+// built, so one value is safely shared by every request.
+type Catalog struct {
+	// byProvider is keyed by the gateway's provider slug, then the model
+	// name as the provider spells it.
+	byProvider map[string]map[string]Price
+	// anyProvider holds entries whose provider the file did not name in
+	// a way the gateway knows; they match any provider.
+	anyProvider map[string]Price
+}
+
+// Len returns the number of priced (provider, model) entries.
+func (c *Catalog) Len() int {
+	if c == nil {
+		return 0
+	}
+	n := len(c.anyProvider)
+	for _, m := range c.byProvider {
+		n += len(m)
+	}
+	return n
+}
+
+func (c *Catalog) put(provider, model string, p Price) {
+	if provider == "" {
+		if c.anyProvider == nil {
+			c.anyProvider = map[string]Price{}
+		}
+		c.anyProvider[model] = p
+		return
+	}
+	if c.byProvider == nil {
+		c.byProvider = map[string]map[string]Price{}
+	}
+	m := c.byProvider[provider]
+	if m == nil {
+		m = map[string]Price{}
+		c.byProvider[provider] = m
+	}
+	m[model] = p
+}
+
+// merge returns a new catalog holding c's entries replaced or extended by
+// over's.
+func (c *Catalog) merge(over *Catalog) *Catalog {
+	out := &Catalog{}
+	for _, src := range []*Catalog{c, over} {
+		if src == nil {
+			continue
+		}
+		for p, m := range src.byProvider {
+			for model, price := range m {
+				out.put(p, model, price)
+			}
+		}
+		for model, price := range src.anyProvider {
+			out.put("", model, price)
+		}
+	}
+	return out
+}
+
+// providerAliases are the specification's neutral provider words
+// (providers/all/aliases.go), so a caller may pass either.
+var providerAliases = map[string]string{
+	"vendor": "openai",
+	"clouda": "bedrock",
+	"cloudb": "azure-openai",
+	"cloudc": "vertex-ai",
+}
+
+// inherits names the provider whose prices apply to a provider's models
+// when it has no entry of its own: Azure OpenAI's global-standard
+// deployments cost what OpenAI charges (data-zone and regional
+// deployments cost more; price them in an override file).
+var inherits = map[string]string{
+	"azure-openai": "openai",
+}
+
+// bedrockRegionPrefixes are the geography prefixes of Bedrock
+// cross-region inference profiles ("us.anthropic.claude-…"), which bill as
+// the base model.
+var bedrockRegionPrefixes = []string{"us.", "eu.", "apac.", "global.", "us-gov.", "jp.", "au.", "ca."}
+
+// Price returns the price of model served by provider (a gateway slug
+// such as "openai", "azure-openai", "bedrock", or a neutral alias such as
+// "vendor"). Resolution, first match wins:
+//
+//  1. names tried, in order: the model as given; without a "provider/"
+//     prefix naming this provider; without Gemini's "models/" prefix;
+//     for Bedrock without a cross-region prefix ("us.", "eu.", …); then
+//     each of those with a trailing date removed ("-2024-08-06",
+//     "-20241022", "@20241022"), so a dated snapshot the catalog does not
+//     list costs what its family costs, while a snapshot the catalog
+//     lists (gpt-4o-2024-05-13) keeps its own price;
+//  2. for each name: the provider's entries, then those of the provider
+//     it inherits from (azure-openai → openai), then entries that named
+//     no known provider.
+func (c *Catalog) Price(provider, model string) (Price, bool) {
+	if c == nil || model == "" {
+		return Price{}, false
+	}
+	if a, ok := providerAliases[provider]; ok {
+		provider = a
+	}
+	var buf [8]string
+	names := candidates(buf[:0], provider, model)
+	for _, stripDate := range []bool{false, true} {
+		for _, n := range names {
+			if stripDate {
+				base, ok := stripDateSuffix(n)
+				if !ok {
+					continue
+				}
+				n = base
+			}
+			if p, ok := c.lookup(provider, n); ok {
+				return p, true
+			}
+		}
+	}
+	return Price{}, false
+}
+
+func (c *Catalog) lookup(provider, model string) (Price, bool) {
+	if p, ok := c.byProvider[provider][model]; ok {
+		return p, true
+	}
+	if parent, ok := inherits[provider]; ok {
+		if p, ok := c.byProvider[parent][model]; ok {
+			return p, true
+		}
+	}
+	p, ok := c.anyProvider[model]
+	return p, ok
+}
+
+// candidates appends the model names tried before date stripping.
+func candidates(out []string, provider, model string) []string {
+	out = append(out, model)
+	m := model
+	if rest, ok := strings.CutPrefix(m, provider+"/"); ok && rest != "" {
+		m = rest
+		out = append(out, m)
+	} else if pre := litellmPrefixFor(provider); pre != "" {
+		if rest, ok := strings.CutPrefix(m, pre+"/"); ok && rest != "" {
+			m = rest
+			out = append(out, m)
+		}
+	}
+	if rest, ok := strings.CutPrefix(m, "models/"); ok && rest != "" {
+		m = rest
+		out = append(out, m)
+	}
+	if provider == "bedrock" {
+		for _, pre := range bedrockRegionPrefixes {
+			if rest, ok := strings.CutPrefix(m, pre); ok && rest != "" {
+				out = append(out, rest)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// stripDateSuffix removes a trailing snapshot date: "-YYYY-MM-DD",
+// "-YYYYMMDD" or "@YYYYMMDD".
+func stripDateSuffix(m string) (string, bool) {
+	if n := len(m); n > 11 && m[n-11] == '-' && m[n-6] == '-' && m[n-3] == '-' &&
+		digits(m[n-10:n-6]) && digits(m[n-5:n-3]) && digits(m[n-2:]) && strings.HasPrefix(m[n-10:], "20") {
+		return m[:n-11], true
+	}
+	if n := len(m); n > 9 && (m[n-9] == '-' || m[n-9] == '@') && digits(m[n-8:]) && strings.HasPrefix(m[n-8:], "20") {
+		return m[:n-9], true
+	}
+	return "", false
+}
+
+func digits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}

@@ -1,0 +1,121 @@
+package cost
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+)
+
+// Cost returns what usage cost on provider's model, in US dollars, and
+// whether the model's price is known. It follows the gateway's usage
+// conventions (OpenAI's, which every translator keeps):
+//
+//   - PromptTokens includes CachedTokens: cached tokens are billed at the
+//     cached-input price (the input price when the catalog has none) and
+//     the rest at the input price, so no token is billed twice;
+//   - CompletionTokens includes ReasoningTokens: reasoning tokens are
+//     billed at the reasoning price when the catalog has one, else as
+//     output tokens.
+//
+// Counts that contradict each other (more cached than prompt tokens) are
+// clamped rather than producing a negative cost. Cache writes (Anthropic,
+// Bedrock) are in PromptTokens and billed at the input price, since the
+// usage does not report them apart.
+func (c *Catalog) Cost(provider, model string, u providers.Usage) (usd float64, known bool) {
+	p, ok := c.Price(provider, model)
+	if !ok {
+		return 0, false
+	}
+	return p.Cost(u), true
+}
+
+// Cost returns what usage costs at price p, in US dollars (see
+// Catalog.Cost for the rules).
+func (p Price) Cost(u providers.Usage) float64 {
+	prompt := max(u.PromptTokens, 0)
+	cached := min(max(u.CachedTokens, 0), prompt)
+	completion := max(u.CompletionTokens, 0)
+	reasoning := min(max(u.ReasoningTokens, 0), completion)
+
+	cachedPrice := p.Input
+	if p.HasCachedInput {
+		cachedPrice = p.CachedInput
+	}
+	reasoningPrice := p.Output
+	if p.HasReasoning {
+		reasoningPrice = p.Reasoning
+	}
+	return float64(prompt-cached)*p.Input +
+		float64(cached)*cachedPrice +
+		float64(completion-reasoning)*p.Output +
+		float64(reasoning)*reasoningPrice
+}
+
+// Estimate returns the most a request can cost before it is sent:
+// promptTokens at the input price (no cache discount assumed) and up to
+// maxOutputTokens at the dearer of the output and reasoning prices. A
+// spend limit reserves this at admission and settles on Cost once the
+// usage is known, as token limits do.
+func (p Price) Estimate(promptTokens, maxOutputTokens int64) float64 {
+	out := p.Output
+	if p.HasReasoning && p.Reasoning > out {
+		out = p.Reasoning
+	}
+	return float64(max(promptTokens, 0))*p.Input + float64(max(maxOutputTokens, 0))*out
+}
+
+// HeaderPrecision is the number of decimals FormatUSD keeps: a
+// hundred-millionth of a cent, below the cheapest token any catalog
+// entry prices.
+const HeaderPrecision = 10
+
+// FormatUSD formats a cost for the x-gateway-cost header: plain decimal
+// US dollars, no exponent, at most HeaderPrecision decimals, trailing
+// zeros removed ("0.000123", "1.5", "0").
+func FormatUSD(usd float64) string {
+	if usd <= 0 || math.IsNaN(usd) || math.IsInf(usd, 0) {
+		return "0"
+	}
+	s := strconv.FormatFloat(usd, 'f', HeaderPrecision, 64)
+	s = strings.TrimRight(s, "0")
+	s = strings.TrimSuffix(s, ".")
+	if s == "" {
+		return "0"
+	}
+	return s
+}
+
+// Holder holds the catalog in use, swapped atomically when the operator's
+// file changes or the configuration reloads; readers never lock. The app
+// owns one Holder, so the catalog survives reloads that do not touch it.
+type Holder struct {
+	p atomic.Pointer[Catalog]
+}
+
+// NewHolder returns a holder serving c, or the built-in catalog when c is
+// nil.
+func NewHolder(c *Catalog) *Holder {
+	h := &Holder{}
+	h.Swap(c)
+	return h
+}
+
+// Load returns the catalog in use.
+func (h *Holder) Load() *Catalog {
+	if c := h.p.Load(); c != nil {
+		return c
+	}
+	return builtin
+}
+
+// Swap installs c (the built-in catalog when nil) and returns the
+// catalog it replaces.
+func (h *Holder) Swap(c *Catalog) *Catalog {
+	if c == nil {
+		c = builtin
+	}
+	return h.p.Swap(c)
+}

@@ -1,0 +1,341 @@
+package observe
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+)
+
+// The GenAI client metrics follow the OpenTelemetry GenAI conventions
+// v1.41 (research/wave2.md §4.2) with the names, units and buckets the
+// OTel Prometheus exporter would give them: dots become underscores, the
+// unit "s" becomes the "_seconds" suffix, "{token}" adds none, and each
+// attribute becomes a label of the same name with underscores
+// (gen_ai.operation.name → gen_ai_operation_name, error.type →
+// error_type). Attribute values are the conventions' (OperationName,
+// ProviderName). gen_ai.response.model and server.address are left out
+// of the labels: they are not required and would multiply the series.
+//
+// The gateway's own counters are named llm_gateway_*, like
+// llm_gateway_requests_total, with Prometheus units (_usd, _total).
+//
+// One observation per upstream attempt: every attempt is a client
+// operation of its own, so retries and fallbacks show as extra
+// durations with an error_type, while tokens and cost come only from the
+// attempt whose usage the provider reported.
+var (
+	// genaiDurationBuckets and genaiTokenBuckets are the conventions'
+	// explicit bucket boundaries.
+	genaiDurationBuckets = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
+	genaiTokenBuckets    = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864}
+
+	genaiLabels = []string{"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model"}
+
+	genaiOperationDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "gen_ai_client_operation_duration_seconds",
+		Help:    "Duration of each upstream GenAI operation (gen_ai.client.operation.duration); error_type is set on failures.",
+		Buckets: genaiDurationBuckets,
+	}, append(genaiLabels[:3:3], "error_type"))
+	genaiTimeToFirstChunk = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "gen_ai_client_operation_time_to_first_chunk_seconds",
+		Help:    "Time from sending a streaming request to receiving its first chunk (gen_ai.client.operation.time_to_first_chunk).",
+		Buckets: genaiDurationBuckets,
+	}, genaiLabels)
+	genaiTokenUsage = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "gen_ai_client_token_usage",
+		Help:    "Tokens per operation as the provider reported them, by gen_ai_token_type input or output (gen_ai.client.token.usage).",
+		Buckets: genaiTokenBuckets,
+	}, append(genaiLabels[:3:3], "gen_ai_token_type"))
+
+	costTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "llm_gateway_cost_usd_total",
+		Help: "Cost of the requests the gateway served, in US dollars, priced from the catalog and the usage providers reported.",
+	}, append(genaiLabels[1:3:3], "workspace"))
+	costUnknownTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "llm_gateway_cost_unknown_total",
+		Help: "Answers with usage whose model has no price in the catalog (their cost is unknown, not zero).",
+	}, genaiLabels[1:3])
+	cacheLookupsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "llm_gateway_cache_lookups_total",
+		Help: "Response cache lookups by cache_status (hit, miss, semantic_hit, semantic_miss, refresh).",
+	}, []string{"gen_ai_operation_name", "cache_status"})
+	retriesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "llm_gateway_retries_total",
+		Help: "Upstream calls retried on the same target, by the provider that failed.",
+	}, []string{"gen_ai_provider_name"})
+	fallbacksTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "llm_gateway_fallbacks_total",
+		Help: "Moves to the next target of a fallback strategy, by the provider that failed.",
+	}, []string{"gen_ai_provider_name"})
+	rateLimitedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "llm_gateway_rate_limited_total",
+		Help: "Requests rejected by a rate-limit or budget policy, by the policy's unit (requests, tokens, cost).",
+	}, []string{"unit"})
+	breakerTransitionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "llm_gateway_circuit_breaker_transitions_total",
+		Help: "Circuit breaker state changes, by provider and the state entered (open, half_open, closed).",
+	}, []string{"gen_ai_provider_name", "state"})
+	breakersGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "llm_gateway_circuit_breakers",
+		Help: "Circuit breakers currently open or half-open, by provider and state.",
+	}, []string{"gen_ai_provider_name", "state"})
+	guardrailVerdictsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "llm_gateway_guardrail_verdicts_total",
+		Help: "Guardrail check results, by stage (input, output), check and verdict (pass, fail, error).",
+	}, []string{"stage", "check", "verdict"})
+
+	genaiCollectors = []prometheus.Collector{
+		genaiOperationDuration, genaiTimeToFirstChunk, genaiTokenUsage,
+		costTotal, costUnknownTotal, cacheLookupsTotal, retriesTotal, fallbacksTotal,
+		rateLimitedTotal, breakerTransitionsTotal, breakersGauge, guardrailVerdictsTotal,
+	}
+)
+
+// RegisterGenAIMetrics registers the GenAI and gateway collectors of this
+// file into reg (Caddy's per-load registry), which may already hold them
+// from an earlier load. The collectors are created once per process, so
+// counters stay monotonic across reloads.
+func RegisterGenAIMetrics(reg prometheus.Registerer) error {
+	if reg == nil {
+		return nil
+	}
+	for _, c := range genaiCollectors {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// maxLabelLen caps a label value a provider or client chose.
+const maxLabelLen = 128
+
+// OtherLabel is the value a LabelSet gives values past its bound.
+const OtherLabel = "_OTHER"
+
+// LabelSet bounds a label's values: the values it was built with, plus
+// the first Max others seen, are kept; any further value becomes
+// OtherLabel. The app owns one per label (model, workspace) so the set
+// survives config reloads; it is safe for concurrent use.
+type LabelSet struct {
+	max  int
+	mu   sync.RWMutex
+	seen map[string]struct{}
+}
+
+// NewLabelSet returns a set admitting allow (the models and workspaces
+// the configuration names) and up to limit further values.
+func NewLabelSet(limit int, allow ...string) *LabelSet {
+	s := &LabelSet{max: limit, seen: make(map[string]struct{}, len(allow))}
+	for _, v := range allow {
+		s.seen[truncLabel(v)] = struct{}{}
+	}
+	s.max += len(s.seen)
+	return s
+}
+
+// Allow adds values to the set beyond its bound, as a reload that
+// configures new models does.
+func (s *LabelSet) Allow(values ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, v := range values {
+		v = truncLabel(v)
+		if _, ok := s.seen[v]; !ok {
+			s.seen[v] = struct{}{}
+			s.max++
+		}
+	}
+}
+
+// Bound returns v when the set holds it or has room for it, else
+// OtherLabel. Empty stays empty. A nil set keeps every value, truncated.
+func (s *LabelSet) Bound(v string) string {
+	v = truncLabel(v)
+	if s == nil || v == "" {
+		return v
+	}
+	s.mu.RLock()
+	_, ok := s.seen[v]
+	full := len(s.seen) >= s.max
+	s.mu.RUnlock()
+	if ok {
+		return v
+	}
+	if full {
+		return OtherLabel
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.seen[v]; ok {
+		return v
+	}
+	if len(s.seen) >= s.max {
+		return OtherLabel
+	}
+	// v may be a slice of a request body; keep a copy of our own.
+	v = strings.Clone(v)
+	s.seen[v] = struct{}{}
+	return v
+}
+
+func truncLabel(v string) string {
+	if len(v) > maxLabelLen {
+		v = v[:maxLabelLen]
+	}
+	return v
+}
+
+// LabelBounds holds the bounds the caller applies to caller-chosen label
+// values. A nil Model keeps model names (truncated to 128 bytes); a nil
+// Workspace records no workspace.
+type LabelBounds struct {
+	Model     *LabelSet
+	Workspace *LabelSet
+}
+
+// GenAIRecord is one upstream attempt, as RecordGenAI records it.
+type GenAIRecord struct {
+	Operation providers.Operation
+	// Provider is the gateway slug; the label is its ProviderName.
+	Provider string
+	// Model is the requested model.
+	Model     string
+	Workspace string
+	Duration  time.Duration
+	// TimeToFirstChunk is set for streams that delivered a chunk.
+	TimeToFirstChunk time.Duration
+	// ErrorType is empty on success, else error.type (see ErrorType).
+	ErrorType string
+	// Usage is what the provider reported, nil when it reported none.
+	Usage *providers.Usage
+	// CostUSD is the attempt's cost when CostKnown; with Usage set and
+	// CostKnown false the attempt counts as unpriced.
+	CostUSD   float64
+	CostKnown bool
+}
+
+// RecordGenAI records one upstream attempt in the GenAI metrics and the
+// cost counters. Label values are bounded by b.
+func RecordGenAI(b *LabelBounds, r *GenAIRecord) {
+	var modelSet, wsSet *LabelSet
+	if b != nil {
+		modelSet, wsSet = b.Model, b.Workspace
+	}
+	op := OperationName(r.Operation)
+	provider := ProviderName(r.Provider)
+	model := modelSet.Bound(r.Model)
+
+	genaiOperationDuration.WithLabelValues(op, provider, model, r.ErrorType).Observe(r.Duration.Seconds())
+	if r.TimeToFirstChunk > 0 {
+		genaiTimeToFirstChunk.WithLabelValues(op, provider, model).Observe(r.TimeToFirstChunk.Seconds())
+	}
+	u := r.Usage
+	if u == nil {
+		return
+	}
+	genaiTokenUsage.WithLabelValues(op, provider, model, "input").Observe(float64(u.PromptTokens))
+	genaiTokenUsage.WithLabelValues(op, provider, model, "output").Observe(float64(u.CompletionTokens))
+	if !r.CostKnown {
+		costUnknownTotal.WithLabelValues(provider, model).Inc()
+		return
+	}
+	ws := ""
+	if wsSet != nil {
+		ws = wsSet.Bound(r.Workspace)
+	}
+	if r.CostUSD > 0 {
+		costTotal.WithLabelValues(provider, model, ws).Add(r.CostUSD)
+	}
+}
+
+// cacheStatusLabels maps the x-gateway-cache-status values (cache
+// package) to label values.
+var cacheStatusLabels = map[string]string{
+	"HIT":           "hit",
+	"MISS":          "miss",
+	"REFRESH":       "refresh",
+	"SEMANTIC HIT":  "semantic_hit",
+	"SEMANTIC MISS": "semantic_miss",
+}
+
+// RecordCacheLookup counts a response cache lookup by its
+// x-gateway-cache-status value; DISABLED and unknown values are not
+// lookups and are ignored.
+func RecordCacheLookup(op providers.Operation, status string) {
+	if l, ok := cacheStatusLabels[status]; ok {
+		cacheLookupsTotal.WithLabelValues(OperationName(op), l).Inc()
+	}
+}
+
+// RecordRetry counts a retry of an upstream call to provider (a slug).
+func RecordRetry(provider string) {
+	retriesTotal.WithLabelValues(ProviderName(provider)).Inc()
+}
+
+// RecordFallback counts a move past a failed target of provider (a slug).
+func RecordFallback(provider string) {
+	fallbacksTotal.WithLabelValues(ProviderName(provider)).Inc()
+}
+
+// RecordRateLimited counts a request rejected by a policy whose unit is
+// "requests", "tokens" or "cost"; other units count as "other".
+func RecordRateLimited(unit string) {
+	switch unit {
+	case "requests", "tokens", "cost":
+	default:
+		unit = "other"
+	}
+	rateLimitedTotal.WithLabelValues(unit).Inc()
+}
+
+// breakerState normalises gobreaker's state names.
+func breakerState(s string) string {
+	switch s {
+	case "open":
+		return "open"
+	case "half-open", "half_open":
+		return "half_open"
+	}
+	return "closed"
+}
+
+// RecordBreakerTransition records a circuit breaker of provider (a slug)
+// moving between gobreaker states ("closed", "half-open", "open"): a
+// transition counter and the number of breakers open or half-open. A
+// breaker is born closed and removed only while closed, so the gauge
+// needs no other events.
+func RecordBreakerTransition(provider, from, to string) {
+	p := ProviderName(provider)
+	from, to = breakerState(from), breakerState(to)
+	if from == to {
+		return
+	}
+	breakerTransitionsTotal.WithLabelValues(p, to).Inc()
+	if from != "closed" {
+		breakersGauge.WithLabelValues(p, from).Dec()
+	}
+	if to != "closed" {
+		breakersGauge.WithLabelValues(p, to).Inc()
+	}
+}
+
+// RecordGuardrailVerdict counts a guardrail check's result. stage is
+// "input" or "output"; check is the configured check's id or type (a
+// bounded, configured set); verdict is "pass", "fail" or "error".
+func RecordGuardrailVerdict(stage, check, verdict string) {
+	switch verdict {
+	case "pass", "fail", "error":
+	default:
+		verdict = "error"
+	}
+	guardrailVerdictsTotal.WithLabelValues(stage, truncLabel(check), verdict).Inc()
+}
