@@ -118,9 +118,6 @@ func RegisterGenAIMetrics(reg prometheus.Registerer) error {
 // maxLabelLen caps a label value a provider or client chose.
 const maxLabelLen = 128
 
-// OtherLabel is the value a LabelSet gives values past its bound.
-const OtherLabel = "_OTHER"
-
 // LabelSet bounds a label's values: the values it was built with, plus
 // the first Max others seen, are kept; any further value becomes
 // OtherLabel. The app owns one per label (model, workspace) so the set
