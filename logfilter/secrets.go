@@ -20,8 +20,10 @@ package logfilter
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -49,7 +51,25 @@ type Secrets struct {
 	Headers []string `json:"headers,omitempty"`
 
 	extra map[string]bool
+	// classes remembers the class of each header name seen (header names
+	// repeat from request to request, and classifying one scans it for
+	// every fragment). Copy on write, read without locks or allocation;
+	// at most maxClassified names, so random names cannot grow it.
+	classes *atomic.Pointer[map[string]class]
 }
+
+// maxClassified bounds the remembered header names.
+const maxClassified = 1024
+
+// class is what a header name says about masking its values.
+type class uint8
+
+const (
+	classPlain      class = iota + 1 // logged as is
+	classSecret                      // always masked
+	classConfig                      // masked unless an id (an inline config can hold keys)
+	classCustomHost                  // masked when the URL carries user info
+)
 
 // CaddyModule returns the Caddy module information.
 func (Secrets) CaddyModule() caddy.ModuleInfo {
@@ -66,6 +86,7 @@ func (s *Secrets) Provision(caddy.Context) error {
 }
 
 func (s *Secrets) index() {
+	s.classes = new(atomic.Pointer[map[string]class])
 	s.extra = make(map[string]bool, len(s.Headers))
 	for _, h := range s.Headers {
 		s.extra[strings.ToLower(strings.TrimSpace(h))] = true
@@ -111,20 +132,10 @@ func (s *Secrets) maskHeader(h http.Header) http.Header {
 
 // masks reports whether the header name (with its values) must be hidden.
 func (s *Secrets) masks(name string, values []string) bool {
-	n := strings.ToLower(name)
-	if s.extra[n] || Sensitive(n) {
+	switch s.classOf(name) {
+	case classSecret:
 		return true
-	}
-	// Values that can hold a credential depending on their form.
-	g, ok := strings.CutPrefix(n, "x-gateway-")
-	if !ok {
-		g, ok = strings.CutPrefix(n, "x-portkey-")
-	}
-	if !ok {
-		return false
-	}
-	switch g {
-	case config:
+	case classConfig:
 		// A saved config id is harmless and useful in the log; an inline
 		// JSON config can hold a provider api_key.
 		for _, v := range values {
@@ -132,7 +143,7 @@ func (s *Secrets) masks(name string, values []string) bool {
 				return true
 			}
 		}
-	case customHost:
+	case classCustomHost:
 		// A URL's user info is a credential.
 		for _, v := range values {
 			if strings.Contains(v, "@") {
@@ -143,21 +154,63 @@ func (s *Secrets) masks(name string, values []string) bool {
 	return false
 }
 
+// classOf returns the class of a header name, remembered after the first
+// time it is seen.
+func (s *Secrets) classOf(name string) class {
+	if s.classes == nil {
+		return s.classify(name) // not provisioned
+	}
+	m := s.classes.Load()
+	if m != nil {
+		if c, ok := (*m)[name]; ok {
+			return c
+		}
+	}
+	c := s.classify(name)
+	if m == nil || len(*m) < maxClassified {
+		next := make(map[string]class, 1+lenOf(m))
+		if m != nil {
+			maps.Copy(next, *m)
+		}
+		next[name] = c
+		// A concurrent writer may win; its map lacks this name, which is
+		// then classified again next time. Nothing is lost but work.
+		s.classes.CompareAndSwap(m, &next)
+	}
+	return c
+}
+
+func lenOf(m *map[string]class) int {
+	if m == nil {
+		return 0
+	}
+	return len(*m)
+}
+
+// classify works out the class of a header name.
+func (s *Secrets) classify(name string) class {
+	n := strings.ToLower(name)
+	if s.extra[n] || Sensitive(n) {
+		return classSecret
+	}
+	g, ok := strings.CutPrefix(n, "x-gateway-")
+	if !ok {
+		g, ok = strings.CutPrefix(n, "x-portkey-")
+	}
+	switch {
+	case ok && g == config:
+		return classConfig
+	case ok && g == customHost:
+		return classCustomHost
+	}
+	return classPlain
+}
+
 // Gateway headers (without prefix) that are credentials by their form.
 const (
 	config     = "config"
 	customHost = "custom-host"
 )
-
-// valueDependent reports whether masking the header depends on its value.
-func valueDependent(name string) bool {
-	n := strings.ToLower(name)
-	g, ok := strings.CutPrefix(n, "x-gateway-")
-	if !ok {
-		g, ok = strings.CutPrefix(n, "x-portkey-")
-	}
-	return ok && (g == config || g == customHost)
-}
 
 // exact are credential headers whose names the generic rules in Sensitive
 // would not catch.
@@ -231,10 +284,10 @@ type maskEncoder struct {
 // read first, since some (inline configs, URLs with user info) are
 // credentials by their form.
 func (m maskEncoder) AddArray(key string, arr zapcore.ArrayMarshaler) error {
-	if m.s.masks(key, nil) {
+	switch m.s.classOf(key) {
+	case classSecret:
 		return m.ObjectEncoder.AddArray(key, redactedArray{})
-	}
-	if !valueDependent(key) {
+	case classPlain:
 		return m.ObjectEncoder.AddArray(key, arr)
 	}
 	tmp := zapcore.NewMapObjectEncoder()

@@ -2,6 +2,7 @@ package logfilter
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -115,5 +116,22 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		if !tt.wantErr && strings.Join(s.Headers, ",") != strings.Join(tt.headers, ",") {
 			t.Fatalf("%q: headers %v", tt.in, s.Headers)
 		}
+	}
+}
+
+// TestClassesBounded: header names are remembered up to maxClassified,
+// so a client sending random names cannot grow the filter's memory, and a
+// remembered name keeps its class.
+func TestClassesBounded(t *testing.T) {
+	s := &Secrets{}
+	s.index()
+	for i := 0; i < 3*maxClassified; i++ {
+		s.classOf("X-Random-" + strconv.Itoa(i))
+	}
+	if n := len(*s.classes.Load()); n != maxClassified {
+		t.Fatalf("%d names remembered, want %d", n, maxClassified)
+	}
+	if s.classOf("X-Random-1") != classPlain || s.classOf("X-Gateway-Api-Key") != classSecret || s.classOf("X-Portkey-Config") != classConfig {
+		t.Fatal("wrong class")
 	}
 }
