@@ -66,11 +66,16 @@ func (o *responder) committed() bool { return o.status != 0 }
 // gatewayHeaders adds the gateway's response headers, under the alias
 // prefix too when the client used it.
 func (o *responder) gatewayHeaders(h http.Header, info *answerInfo) {
+	// One backing array for the values, so the headers cost one
+	// allocation rather than one each.
+	vals := make([]string, 0, len(respHeaderKeys))
 	set := func(i int, v string) {
 		if v == "" {
 			return
 		}
-		vv := []string{v}
+		vals = append(vals, v)
+		n := len(vals)
+		vv := vals[n-1 : n : n]
 		h[respHeaderKeys[i][0]] = vv
 		if o.alias {
 			h[respHeaderKeys[i][1]] = vv
