@@ -18,6 +18,7 @@ import (
 	"golang.org/x/text/message"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 )
 
 // configSchemaJSON is the JSON Schema (draft 2020-12) of the spec's
@@ -105,6 +106,10 @@ func ValidateConfig(raw []byte) error {
 	if err != nil {
 		return apierror.New(http.StatusInternalServerError, apierror.TypeServer,
 			"configuration schema unavailable")
+	}
+	// Bounded first: the schema walk and the decoder recurse per level.
+	if jsonlimit.Depth(raw, jsonlimit.MaxDepth) > jsonlimit.MaxDepth {
+		return apierror.BadRequest(schemaRoot, "invalid config: %v", jsonlimit.ErrTooDeep)
 	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {

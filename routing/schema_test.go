@@ -255,6 +255,12 @@ func TestSchemaRejects(t *testing.T) {
 			wantMsg:   []string{`config.after_request_hooks[0].checks[0]: missing required key "parameters"`},
 		},
 		{
+			name:      "nested too deep",
+			cfg:       `{"metadata":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`,
+			wantParam: "config",
+			wantMsg:   []string{"128 levels"},
+		},
+		{
 			name:      "after hook deny must be a boolean",
 			cfg:       `{"after_request_hooks":[{"id":"h","on_fail":{"deny":"yes"}}]}`,
 			wantParam: "config.after_request_hooks[0].on_fail.deny",
