@@ -14,6 +14,7 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 )
 
 var (
@@ -63,6 +64,13 @@ type Caller struct {
 // Serve answers r from the registered routes. The gateway calls it only
 // for paths Owns reports, after authenticating the caller.
 func Serve(w http.ResponseWriter, r *http.Request, c *Caller) {
+	// Control-plane bodies are JSON: refuse one nested too deep to walk
+	// before any API decodes it (each API reports other faults itself).
+	if len(c.Body) > 0 && !strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/") &&
+		jsonlimit.Depth(c.Body, jsonlimit.MaxDepth) > jsonlimit.MaxDepth {
+		apierror.Write(w, apierror.BadRequest("body", "%v", jsonlimit.ErrTooDeep))
+		return
+	}
 	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, c))
 	mu.RLock()
 	_, pattern := mux.Handler(r)

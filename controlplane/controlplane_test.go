@@ -142,3 +142,12 @@ func TestFeedback(t *testing.T) {
 		})
 	}
 }
+
+// TestDeepBodyRefused: a control-plane body nested past the bound is a
+// 400 before any API decodes it.
+func TestDeepBodyRefused(t *testing.T) {
+	w := serve("POST", "/v1/feedback", `{"trace_id":"t","value":1,"metadata":`+strings.Repeat("[", 5000)+strings.Repeat("]", 5000)+`}`)
+	if w.Code != 400 || !strings.Contains(w.Body.String(), "128 levels") {
+		t.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+}
