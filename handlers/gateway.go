@@ -56,7 +56,7 @@ type Gateway struct {
 	// by the module that provides them, not by JSON.
 	Stages StageSource `json:"-"`
 
-	app        *app.App
+	app *app.App
 	// proxies[guarded][tls]: plain and TLS, for trusted and for guarded
 	// attempts. A transport is TLS or not for all its upstreams; and
 	// guarded attempts (addresses from client input) get transports of
@@ -64,10 +64,10 @@ type Gateway struct {
 	// guarded request must never reuse an idle connection a trusted
 	// virtual key opened to an internal address.
 	proxies [2][2]*reverseproxy.Handler
-	guard      *upstream.Guard
-	router     *routing.Router
-	configs    *routing.ConfigCache
-	logger     *zap.Logger
+	guard   *upstream.Guard
+	router  *routing.Router
+	configs *routing.ConfigCache
+	logger  *zap.Logger
 	// breakers and cache are the llm app's, shared by every route and
 	// kept across reloads; release gives them back in Cleanup.
 	breakers *routing.BreakerSet
