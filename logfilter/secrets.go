@@ -29,6 +29,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/logging"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 )
 
 // Redacted replaces the values of a masked header, as Caddy's own
@@ -139,7 +141,7 @@ func (s *Secrets) masks(name string, values []string) bool {
 		// A saved config id is harmless and useful in the log; an inline
 		// JSON config can hold a provider api_key.
 		for _, v := range values {
-			if !idShaped(v) {
+			if !apierror.IDShaped(v) {
 				return true
 			}
 		}
@@ -244,21 +246,6 @@ func Sensitive(lower string) bool {
 		}
 	}
 	return false
-}
-
-// idShaped reports whether v looks like a saved record id: at most 64
-// letters, digits, '-', '_' or '.'.
-func idShaped(v string) bool {
-	if v == "" || len(v) > 64 {
-		return false
-	}
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return false
-		}
-	}
-	return true
 }
 
 // maskedObject logs a header object through maskEncoder.

@@ -232,7 +232,7 @@ func finishTarget(t *Target, h *ingress.Headers, r Resolver) error {
 	if t.VirtualKey != "" {
 		vk, ok := r.VirtualKey(t.VirtualKey)
 		if !ok {
-			return apierror.Newf(404, apierror.TypeNotFound, "virtual key %q not found (%s)", t.VirtualKey, t.Path).WithCode("virtual_key_not_found")
+			return apierror.Newf(404, apierror.TypeNotFound, "virtual key %s not found (%s)", apierror.QuoteID(t.VirtualKey), t.Path).WithCode("virtual_key_not_found")
 		}
 		t.Settings.Inherit(vk)
 	}
@@ -275,7 +275,7 @@ func finishTarget(t *Target, h *ingress.Headers, r Resolver) error {
 func CheckProvider(t *Target) error {
 	t.Settings.Provider = strings.ToLower(t.Settings.Provider)
 	if _, ok := providers.Lookup(t.Settings.Provider); !ok {
-		return apierror.BadRequest(t.Path+".provider", "unknown provider %q", t.Settings.Provider).WithCode("unknown_provider")
+		return apierror.BadRequest(t.Path+".provider", "unknown provider %s", apierror.QuoteID(t.Settings.Provider)).WithCode("unknown_provider")
 	}
 	return nil
 }
@@ -285,23 +285,8 @@ func CheckProvider(t *Target) error {
 // malformed inline config can carry credentials, and a header can be large.
 func configNotFound(v string) error {
 	msg := "the " + ingress.Prefix + ingress.Config + " value is neither a JSON object nor a saved config id"
-	if isIDShaped(v) {
-		msg = "config " + strconv.Quote(v) + " not found"
+	if apierror.IDShaped(v) {
+		msg = "config " + apierror.QuoteID(v) + " not found"
 	}
 	return apierror.New(404, apierror.TypeNotFound, msg).WithCode("config_not_found")
-}
-
-// isIDShaped reports whether v looks like a record id: at most 64 letters,
-// digits, '-', '_' or '.'.
-func isIDShaped(v string) bool {
-	if v == "" || len(v) > 64 {
-		return false
-	}
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return false
-		}
-	}
-	return true
 }
