@@ -15,7 +15,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/upstream"
 )
@@ -56,7 +55,7 @@ type Gateway struct {
 	// by the module that provides them, not by JSON.
 	Stages StageSource `json:"-"`
 
-	app        *app.App
+	app *app.App
 	// proxies[guarded][tls]: plain and TLS, for trusted and for guarded
 	// attempts. A transport is TLS or not for all its upstreams; and
 	// guarded attempts (addresses from client input) get transports of
@@ -64,14 +63,14 @@ type Gateway struct {
 	// guarded request must never reuse an idle connection a trusted
 	// virtual key opened to an internal address.
 	proxies [2][2]*reverseproxy.Handler
-	guard      *upstream.Guard
-	router     *routing.Router
-	configs    *routing.ConfigCache
-	logger     *zap.Logger
+	guard   *upstream.Guard
+	router  *routing.Router
+	configs *routing.ConfigCache
+	logger  *zap.Logger
 	// breakers and cache are the llm app's, shared by every route and
 	// kept across reloads; release gives them back in Cleanup.
 	breakers *routing.BreakerSet
-	cache    *cache.Store
+	cache    *responseCache
 	release  []func()
 }
 
@@ -114,11 +113,9 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 		return err
 	}
 	g.breakers, g.release = breakers, append(g.release, release)
-	store, release, err := g.app.ResponseCache(g.CacheSize)
-	if err != nil {
+	if err := g.provisionCache(); err != nil {
 		return err
 	}
-	g.cache, g.release = store, append(g.release, release)
 	g.router = routing.NewRouter()
 	g.router.Breakers = g.breakers
 	g.configs = routing.NewConfigCache(1024)
