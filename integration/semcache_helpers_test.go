@@ -30,6 +30,10 @@ type fakeEmbeddings struct {
 	fresh  map[string]int // axis given to texts outside the table
 	inputs []string
 	down   bool
+	// gen, when set, gives the vector of a text outside the table.
+	gen func(text string) []float32
+	// raw, when set, is sent as the answer to every call.
+	raw string
 }
 
 func newFakeEmbeddings(t testing.TB, table map[string][]float32) *fakeEmbeddings {
@@ -52,6 +56,9 @@ func (f *fakeEmbeddings) serve(w http.ResponseWriter, r *http.Request) {
 	f.inputs = append(f.inputs, req.Input)
 	w.Header().Set("Content-Type", "application/json")
 	switch {
+	case f.raw != "":
+		io.WriteString(w, f.raw)
+		return
 	case f.down:
 		w.WriteHeader(http.StatusServiceUnavailable)
 		io.WriteString(w, `{"error":{"message":"overloaded","type":"server_error","param":null,"code":null}}`)
@@ -63,6 +70,9 @@ func (f *fakeEmbeddings) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	vec, ok := f.table[req.Input]
+	if !ok && f.gen != nil {
+		vec, ok = f.gen(req.Input), true
+	}
 	if !ok {
 		n, seen := f.fresh[req.Input]
 		if !seen {
@@ -80,6 +90,12 @@ func (f *fakeEmbeddings) calls() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.inputs)
+}
+
+func (f *fakeEmbeddings) setRaw(raw string) {
+	f.mu.Lock()
+	f.raw = raw
+	f.mu.Unlock()
 }
 
 func (f *fakeEmbeddings) setDown(down bool) {

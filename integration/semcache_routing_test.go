@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -57,5 +58,55 @@ func TestSemanticCacheCompletions(t *testing.T) {
 		if up.count() != 1 || emb.calls() != i+1 {
 			t.Fatalf("%s: %d provider calls, %d embedding calls", st.prompt, up.count(), emb.calls())
 		}
+	}
+}
+
+// TestSemanticCacheBadEmbeddingAnswers: an embeddings answer that is too
+// large, malformed, too deep or out of bounds is a cache miss: the request
+// is answered by the provider, nothing is indexed (a second question with
+// the same answer from the embedder misses too), and the answer is still
+// stored exactly. The first case, a good answer, shows the difference.
+func TestSemanticCacheBadEmbeddingAnswers(t *testing.T) {
+	emb := newFakeEmbeddings(t, semanticTable())
+	up := newEchoChat(t)
+	loadFresh(t, site{LLM: semanticLLM(emb, ""), Gateway: "custom_host_allow loopback\ncache_size 21MB"})
+	cfg := compactJSON(t, target(up.fakeOpenAI, `"cache":{"mode":"semantic"}`))
+	many := strings.Repeat("0.5,", 9000) + "0.5"
+	tests := []struct {
+		name, raw string
+		second    string // cache status of the second question
+	}{
+		{"a good answer", `{"data":[{"index":0,"embedding":[1,0,0]}]}`, "SEMANTIC HIT"},
+		{"larger than 1 MiB", `{"data":[{"index":0,"embedding":[0,1,0]}],"pad":"` + strings.Repeat("x", 1<<20) + `"}`, "SEMANTIC MISS"},
+		{"not JSON", `{"data":[{"index":0,"embedding":[0,0,1],`, "SEMANTIC MISS"},
+		{"nested too deep", strings.Repeat(`{"a":`, 200_000) + "1" + strings.Repeat("}", 200_000), "SEMANTIC MISS"},
+		{"more than 8192 dimensions", `{"data":[{"index":0,"embedding":[` + many + `]}]}`, "SEMANTIC MISS"},
+		{"not numbers", `{"data":[{"index":0,"embedding":["a","b"]}]}`, "SEMANTIC MISS"},
+		{"all zero", `{"data":[{"index":0,"embedding":[0,0,0,0]}]}`, "SEMANTIC MISS"},
+		{"no data", `{"object":"list"}`, "SEMANTIC MISS"},
+	}
+	calls := 0
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			emb.setRaw(tc.raw)
+			q1, q2 := fmt.Sprintf("embedding case %d", i), fmt.Sprintf("embedding case %d, again", i)
+			for _, st := range []struct{ q, want string }{{q1, "SEMANTIC MISS"}, {q2, tc.second}, {q1, "HIT"}} {
+				resp, raw := do(t, "POST", "/chat/completions", askBody("gpt-4o-mini", st.q), "x-gateway-config", cfg)
+				if resp.StatusCode != 200 {
+					t.Fatalf("status %d: %s", resp.StatusCode, raw)
+				}
+				wantHeaders(t, resp, "x-gateway-cache-status", st.want)
+				if st.want == "SEMANTIC MISS" {
+					calls++
+				}
+			}
+			if up.count() != calls {
+				t.Fatalf("%d provider calls, want %d", up.count(), calls)
+			}
+		})
+	}
+	emb.setRaw("")
+	if !strings.Contains(readLog(t), "embedding failed, serving as a cache miss") {
+		t.Fatal("the failures were not logged")
 	}
 }
