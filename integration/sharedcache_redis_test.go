@@ -94,3 +94,38 @@ func storedKey(t testing.TB, rdb *redis.Client, question string) string {
 	t.Fatal("no answer in Redis under llm:cache:*")
 	return ""
 }
+
+// TestSemanticCacheOnRedis: with redis configured the semantic cache's
+// answers live in Redis too; a semantic hit is re-stored there under the
+// paraphrase's own key, so every instance serves it as an exact hit.
+func TestSemanticCacheOnRedis(t *testing.T) {
+	rdb := redistest.Client(t, sharedCacheDB)
+	run := uuid.NewString() // Redis outlives test processes
+	first, para := "semantic "+run, "paraphrase "+run
+	emb := newFakeEmbeddings(t, map[string][]float32{"user: " + first: axis(0), "user: " + para: near(0.97, 1)})
+	up := newEchoChat(t)
+	redisLLM := fmt.Sprintf("redis %s {\n\t\t\tdb %d\n\t\t}\n\t\t", redistest.Addr(), sharedCacheDB)
+	cfg := compactJSON(t, target(up.fakeOpenAI, `"cache":{"mode":"semantic","max_age":120}`))
+	ask := func(q, want string) {
+		t.Helper()
+		resp, raw := do(t, "POST", "/chat/completions", askBody("gpt-4o-mini", q), "x-gateway-config", cfg)
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d: %s", resp.StatusCode, raw)
+		}
+		wantHeaders(t, resp, "x-gateway-cache-status", want)
+		if got := answerOf(t, raw); got != "re: "+first+" [1]" {
+			t.Fatalf("%s: answer %q", q, got)
+		}
+	}
+	loadFresh(t, site{LLM: redisLLM + semanticLLM(emb, "max_entries 101"), Gateway: "custom_host_allow loopback\ncache_size 26MB"})
+	ask(first, "SEMANTIC MISS")
+	ask(para, "SEMANTIC HIT")
+	storedKey(t, rdb, first)
+	// Another instance, with a fresh in-process cache and index.
+	loadFresh(t, site{LLM: redisLLM + semanticLLM(emb, "max_entries 102"), Gateway: "custom_host_allow loopback\ncache_size 27MB"})
+	ask(para, "HIT")
+	ask(first, "HIT")
+	if up.count() != 1 || emb.calls() != 2 {
+		t.Fatalf("%d provider calls, %d embedding calls", up.count(), emb.calls())
+	}
+}
