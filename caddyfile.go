@@ -37,6 +37,7 @@ func init() {
 //		config <id> <file path | inline JSON object>
 //		guardrail <id> <file path | inline JSON object>
 //		prompts <dir of prompt files>
+//		semantic_cache { … }  (see parseSemanticCache)
 //		redis <host:port> {
 //			username <user>
 //			password <password | {env.VAR}>
@@ -111,6 +112,10 @@ func parseApp(d *caddyfile.Dispenser, existing any) (any, error) {
 				a.Configs[id] = json.RawMessage(val)
 			} else {
 				a.Configs[id] = caddyconfig.JSON(val, nil)
+			}
+		case "semantic_cache":
+			if err := parseSemanticCache(d, a); err != nil {
+				return nil, err
 			}
 		case "guardrail":
 			if err := parseGuardrail(d, a); err != nil {

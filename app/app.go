@@ -46,6 +46,8 @@ type App struct {
 	Prompts *PromptsConfig `json:"prompts,omitempty"`
 	// guardrailStore adds "guardrails", the saved guardrails (guardrails.go).
 	guardrailStore
+	// cacheSettings adds "semantic_cache" (semcache.go).
+	cacheSettings
 
 	keys        []resolvedKey
 	virtualKeys map[string]*providers.Settings
@@ -152,6 +154,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		}
 	}
 
+	if err := a.provisionCaches(); err != nil {
+		return err
+	}
 	if err := a.provisionGuardrails(); err != nil {
 		return err
 	}

@@ -112,7 +112,7 @@ func (e *executor) attempt(ctx context.Context, t *routing.Target, try int, opts
 		// meet, or when a sink or a stage must see it complete first.
 		hold:     (timer != nil || e.holdSuccess || (opts.sink != nil && opts.sink.Hold())) && !call.Stream,
 		validate: !call.Stream && tr == nil && checkedAnswer(call.Op),
-		maxBody:  e.g.MaxResponseBody,
+		maxBody:  e.maxBody(),
 		header:   make(http.Header, 8),
 		commit:   func(status int, h http.Header) { e.out.commit(status, h, info) },
 		onStart: func() {

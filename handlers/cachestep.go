@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/tidwall/gjson"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache/semantic"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
@@ -32,24 +34,36 @@ func cacheable(method string, op providers.Operation) bool {
 }
 
 // cacheStep is the response cache as a decorator around the executor:
-// Cached looks a target's answer up, and Attempt runs the attempt with a
-// sink that stores its successful answer. Keys are computed once, when
-// the step is made; the step then does not change.
+// Cached looks a target's answer up (by exact key, then, for cache mode
+// "semantic", by similarity), and Attempt runs the attempt with a sink
+// that stores its successful answer. Keys are computed once, when the
+// step is made; a step serves one request.
 type cacheStep struct {
-	next  *executor
-	store *cache.Store
-	// keys holds the cache key of every target with a cache.
-	keys map[*routing.Target]string
+	next *executor
+	rc   *responseCache
+	// targets holds the cache request of every target with a cache.
+	targets map[*routing.Target]*cachedTarget
+	// memo holds the request's embedding, shared by its targets.
+	memo embedMemo
+}
+
+// cachedTarget is one target's cache request and, once looked up, the
+// lookup's outcome, which the store after a miss needs.
+type cachedTarget struct {
+	req    semantic.Request
+	res    semantic.Result
+	looked bool
+	maxAge time.Duration
 }
 
 // withCache returns the executor to run q with: next itself when no target
 // of q's plan caches (no cost), else next wrapped in a cacheStep.
-func withCache(next *executor, store *cache.Store) routing.Executor {
+func withCache(next *executor, rc *responseCache) routing.Executor {
 	q := next.q
-	if store == nil || !cacheable(q.Call.Method, q.Call.Op) {
+	if rc == nil || !cacheable(q.Call.Method, q.Call.Op) {
 		return next
 	}
-	var keys map[*routing.Target]string
+	var targets map[*routing.Target]*cachedTarget
 	for _, t := range q.Plan.Leaves {
 		if t.Cache == nil {
 			continue
@@ -58,11 +72,12 @@ func withCache(next *executor, store *cache.Store) routing.Executor {
 		if err != nil {
 			continue // the attempt reports it
 		}
+		identity := t.Identity()
 		key, err := cache.Key(cache.KeyParts{
 			Op:        string(q.Call.Op),
 			Method:    q.Call.Method,
 			Path:      q.Call.Path,
-			Target:    t.Identity(),
+			Target:    identity,
 			Workspace: q.Identity.WorkspaceID,
 			Body:      tb.body,
 			Namespace: q.Header.CacheNamespace,
@@ -71,45 +86,75 @@ func withCache(next *executor, store *cache.Store) routing.Executor {
 		if err != nil {
 			continue // not a JSON object: not cacheable
 		}
-		if keys == nil {
-			keys = make(map[*routing.Target]string, len(q.Plan.Leaves))
+		ct := &cachedTarget{maxAge: cache.MaxAge(t.Cache)}
+		ct.req = semantic.Request{Key: key, ForceRefresh: q.Header.ForceRefresh, Semantic: t.Cache.Mode == "semantic"}
+		if ct.req.Semantic {
+			ct.req.Body = tb.body
+			ct.req.Parts = semantic.PartitionParts{
+				Op: string(q.Call.Op), Method: q.Call.Method, Path: q.Call.Path,
+				Workspace: q.Identity.WorkspaceID,
+				Namespace: q.Header.CacheNamespace, Metadata: q.Header.MetadataRaw,
+				Target: identity, Model: tb.model, Embedder: rc.embedder,
+			}
 		}
-		keys[t] = key
+		if targets == nil {
+			targets = make(map[*routing.Target]*cachedTarget, len(q.Plan.Leaves))
+		}
+		targets[t] = ct
 	}
-	if keys == nil {
+	if targets == nil {
 		return next
 	}
-	return &cacheStep{next: next, store: store, keys: keys}
+	return &cacheStep{next: next, rc: rc, targets: targets}
 }
 
-// missLabel is the cache status of a target whose answer was not found.
-// cache.mode "semantic" is served as exact match (semantic matching is
-// not implemented), and says so on misses: SEMANTIC MISS; an exact hit is
-// an honest HIT.
-func (c *cacheStep) missLabel(t *routing.Target) string {
+// context returns ctx carrying the request's embedding memo when ct may
+// embed.
+func (c *cacheStep) context(ctx context.Context, ct *cachedTarget) context.Context {
+	if !ct.req.Semantic {
+		return ctx
+	}
+	if !c.rc.semanticEnabled() {
+		c.rc.warnNoSemantic(c.next.g)
+		return ctx
+	}
+	return context.WithValue(ctx, embedMemoKey{}, &c.memo)
+}
+
+// label is the cache status of a target whose answer was not found: the
+// lookup's MISS, SEMANTIC MISS or REFRESH. A semantic-mode target reports
+// SEMANTIC MISS even when no semantic cache is configured (it is then
+// served as exact match); an exact hit is an honest HIT, and only a real
+// similarity match is a SEMANTIC HIT.
+func (ct *cachedTarget) label() string {
+	status := cache.StatusMiss
 	switch {
-	case c.next.q.Header.ForceRefresh:
-		return cache.StatusRefresh
-	case t.Cache.Mode == "semantic":
+	case ct.looked:
+		status = ct.res.Status
+	case ct.req.ForceRefresh:
+		status = cache.StatusRefresh
+	}
+	if status == cache.StatusMiss && ct.req.Semantic {
 		return cache.StatusSemanticMiss
 	}
-	return cache.StatusMiss
+	return status
 }
 
 // Cached implements routing.Executor: a stored answer of t, as an SSE
 // stream when the client asked for one. An answer with no stream form is
 // a miss.
-func (c *cacheStep) Cached(_ context.Context, t *routing.Target) (routing.Outcome, bool) {
-	key := c.keys[t]
-	if key == "" || c.next.q.Header.ForceRefresh {
+func (c *cacheStep) Cached(ctx context.Context, t *routing.Target) (routing.Outcome, bool) {
+	ct := c.targets[t]
+	if ct == nil {
 		return routing.Outcome{}, false
 	}
-	ent, ok := c.store.Get(key)
-	if !ok {
+	ct.res, ct.looked = c.rc.Lookup(c.context(ctx, ct), ct.req), true
+	ent := ct.res.Entry
+	if ent == nil {
 		return routing.Outcome{}, false
 	}
 	q := c.next.q
-	body, ct := ent.Body, "application/json"
+	body, ctype := ent.Body, "application/json"
 	tb, _ := q.bodyFor(t)
 	if tb.stream {
 		includeUsage := gjson.GetBytes(tb.body, "stream_options.include_usage").Bool()
@@ -117,13 +162,13 @@ func (c *cacheStep) Cached(_ context.Context, t *routing.Target) (routing.Outcom
 		if !ok {
 			return routing.Outcome{}, false
 		}
-		body, ct = sse, "text/event-stream"
+		body, ctype = sse, "text/event-stream"
 	}
-	res := &result{answerInfo: answerInfo{target: t, label: cache.StatusHit}, prompt: tb.prompt, model: tb.model}
+	res := &result{answerInfo: answerInfo{target: t, label: ct.res.Status}, prompt: tb.prompt, model: tb.model}
 	if m := gjson.GetBytes(ent.Body, "model").String(); m != "" && !tb.stream {
 		res.model = m
 	}
-	h := http.Header{"Content-Type": {ct}}
+	h := http.Header{"Content-Type": {ctype}}
 	if tb.stream {
 		h.Set("Cache-Control", "no-cache")
 	}
@@ -134,21 +179,24 @@ func (c *cacheStep) Cached(_ context.Context, t *routing.Target) (routing.Outcom
 // Attempt implements routing.Executor: the attempt, with a sink storing
 // its successful answer when t caches.
 func (c *cacheStep) Attempt(ctx context.Context, t *routing.Target, try int) routing.Outcome {
-	key := c.keys[t]
-	if key == "" {
+	ct := c.targets[t]
+	if ct == nil {
 		return c.next.attempt(ctx, t, try, attemptOpts{label: statusNoCache})
 	}
-	sink := &storeSink{store: c.store, key: key, t: t}
-	return c.next.attempt(ctx, t, try, attemptOpts{sink: sink, label: c.missLabel(t)})
+	// Storing outlives a client that leaves as the answer ends; the
+	// backend and the embedder bound their own time.
+	sink := &storeSink{rc: c.rc, ct: ct, ctx: context.WithoutCancel(c.context(ctx, ct))}
+	return c.next.attempt(ctx, t, try, attemptOpts{sink: sink, label: ct.label()})
 }
 
-// storeSink stores a complete successful answer under its key. A
-// streamed answer (its SSE transcript) is stored as the JSON answer it
-// adds up to, or not at all if it cannot be assembled.
+// storeSink stores a complete successful answer under its key and, in
+// semantic mode, indexes its request's embedding. A streamed answer (its
+// SSE transcript) is stored as the JSON answer it adds up to, or not at
+// all if it cannot be assembled.
 type storeSink struct {
-	store *cache.Store
-	key   string
-	t     *routing.Target
+	rc  *responseCache
+	ct  *cachedTarget
+	ctx context.Context
 }
 
 // Hold implements answerSink: a cached answer is stored before the
@@ -172,5 +220,5 @@ func (s *storeSink) Done(status int, body []byte, stream bool) {
 		// held buffer may be twice as large.
 		body = bytes.Clone(body)
 	}
-	s.store.Set(s.key, status, body, cache.MaxAge(s.t.Cache))
+	s.rc.Save(s.ctx, s.ct.req, s.ct.res, status, body, s.ct.maxAge)
 }

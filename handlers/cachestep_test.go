@@ -8,10 +8,17 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache/semantic"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache/shared"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 )
+
+// localCache is a response cache in store, without a semantic index.
+func localCache(store *cache.Store) *responseCache {
+	return &responseCache{Cache: &semantic.Cache{Store: shared.Local{Store: store}}}
+}
 
 func cacheRequest(stream bool, leaves ...*routing.Target) *Request {
 	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
@@ -33,7 +40,7 @@ func TestCacheStep(t *testing.T) {
 	}
 	defer store.Close()
 	plain := testTarget()
-	if ex := withCache(&executor{q: cacheRequest(false, plain)}, store); ex.(*executor) == nil {
+	if ex := withCache(&executor{q: cacheRequest(false, plain)}, localCache(store)); ex.(*executor) == nil {
 		t.Fatal("no caching target: the executor must run bare")
 	}
 	cached := testTarget()
@@ -44,14 +51,15 @@ func TestCacheStep(t *testing.T) {
 		store, _ := cache.New(1<<20, time.Now)
 		defer store.Close()
 		q := cacheRequest(stream, cached)
-		step, ok := withCache(&executor{q: q}, store).(*cacheStep)
+		rc := localCache(store)
+		step, ok := withCache(&executor{q: q}, rc).(*cacheStep)
 		if !ok {
 			t.Fatal("a caching target must get the cache step")
 		}
 		if _, hit := step.Cached(context.Background(), cached); hit {
 			t.Fatal("hit on an empty cache")
 		}
-		sink := &storeSink{store: store, key: step.keys[cached], t: cached}
+		sink := &storeSink{rc: rc, ct: step.targets[cached], ctx: context.Background()}
 		sink.Done(200, []byte(answer), false)
 		o, hit := step.Cached(context.Background(), cached)
 		res := resultOf(o)

@@ -21,6 +21,17 @@ type executor struct {
 	// need the complete answer before the client has it (after-request
 	// checks, a prompt completion's envelope, a format adapter).
 	holdSuccess bool
+	// answerLimit, when set, bounds a held answer more tightly than
+	// max_response_body (the semantic cache's embedding calls).
+	answerLimit int64
+}
+
+// maxBody bounds an answer the attempt holds.
+func (e *executor) maxBody() int64 {
+	if e.answerLimit > 0 {
+		return e.answerLimit
+	}
+	return e.g.MaxResponseBody
 }
 
 // Cached implements routing.Executor: without a cache step there is no

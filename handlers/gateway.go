@@ -15,7 +15,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/upstream"
 )
@@ -71,7 +70,7 @@ type Gateway struct {
 	// breakers and cache are the llm app's, shared by every route and
 	// kept across reloads; release gives them back in Cleanup.
 	breakers *routing.BreakerSet
-	cache    *cache.Store
+	cache    *responseCache
 	release  []func()
 }
 
@@ -114,11 +113,9 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 		return err
 	}
 	g.breakers, g.release = breakers, append(g.release, release)
-	store, release, err := g.app.ResponseCache(g.CacheSize)
-	if err != nil {
+	if err := g.provisionCache(); err != nil {
 		return err
 	}
-	g.cache, g.release = store, append(g.release, release)
 	g.router = routing.NewRouter()
 	g.router.Breakers = g.breakers
 	g.configs = routing.NewConfigCache(1024)

@@ -1,0 +1,127 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache/semantic"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
+)
+
+// maxEmbeddingAnswer bounds the embeddings answer the semantic cache
+// holds: 8,192 dimensions (semantic.MaxDims) written as long decimals
+// take about 200 KB.
+const maxEmbeddingAnswer = 1 << 20
+
+// embedIdentity is who the semantic cache's embedding calls run as.
+var embedIdentity = &app.Identity{Name: "semantic_cache"}
+
+// gatewayEmbedder is the semantic cache's Embedder: it sends an OpenAI
+// embeddings request through the gateway's own attempt machinery to the
+// configured virtual key, so any embeddings provider of the gateway
+// works, credentials are added only on the wire (credentials.go), and
+// the connection obeys the same egress policy as every request to that
+// virtual key. Its errors name statuses and causes, never credentials,
+// URLs or answer bodies, because the cache logs them.
+type gatewayEmbedder struct {
+	g          *Gateway
+	virtualKey string
+	model      string
+}
+
+// Embed implements semantic.Embedder. A request's targets share the
+// text to embed, so the vector is computed once per request (embedMemo).
+func (e *gatewayEmbedder) Embed(ctx context.Context, text string) ([]float32, error) {
+	memo, _ := ctx.Value(embedMemoKey{}).(*embedMemo)
+	if memo != nil {
+		if vec, err, ok := memo.get(text); ok {
+			return vec, err
+		}
+	}
+	vec, err := e.embed(ctx, text)
+	if memo != nil {
+		memo.put(text, vec, err)
+	}
+	return vec, err
+}
+
+func (e *gatewayEmbedder) embed(ctx context.Context, text string) ([]float32, error) {
+	hdr := &ingress.Headers{VirtualKey: e.virtualKey}
+	plan, err := routing.Resolve(hdr, e.g.app, e.g.configs)
+	if err != nil {
+		return nil, fmt.Errorf("embedding virtual key %q: no plan", e.virtualKey)
+	}
+	body := semantic.EmbeddingRequest(e.model, text)
+	r, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://llm-gateway.internal/v1/embeddings", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	r.Header.Set("Content-Type", "application/json")
+	r.RemoteAddr = "127.0.0.1:0"
+	w := &memoryWriter{header: make(http.Header), max: maxEmbeddingAnswer}
+	// The request's own Caddy variables: attempts record the address
+	// they dial in them.
+	r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), w, &caddyhttp.Server{})
+	q := &Request{
+		Header:       hdr,
+		RouteHeader:  hdr,
+		Identity:     embedIdentity,
+		Call:         providers.Call{Op: providers.OpEmbeddings, Method: http.MethodPost, Path: "/embeddings", Header: r.Header, Body: body, Model: e.model},
+		URLPath:      "/v1/embeddings",
+		ClientHeader: r.Header,
+		Plan:         plan,
+	}
+	// Every answer is held (never written to w) and bounded.
+	ex := &executor{g: e.g, q: q, r: r, out: &responder{w: w}, holdSuccess: true, answerLimit: maxEmbeddingAnswer}
+	rq := &routing.Request{Params: body, Path: q.URLPath}
+	rr, err := e.g.router.Run(r.Context(), plan, rq, ex)
+	if err != nil {
+		return nil, fmt.Errorf("embedding virtual key %q: routing failed", e.virtualKey)
+	}
+	res := resultOf(rr.Outcome)
+	switch {
+	case res == nil || res.held == nil:
+		return nil, fmt.Errorf("embedding virtual key %q: no answer", e.virtualKey)
+	case res.held.status != http.StatusOK:
+		return nil, fmt.Errorf("embedding virtual key %q: status %d", e.virtualKey, res.held.status)
+	}
+	return semantic.ParseEmbedding(res.held.body)
+}
+
+// embedMemoKey is the context key of a request's embedMemo.
+type embedMemoKey struct{}
+
+// embedMemo remembers a request's embedding, or the failure to get it,
+// so a fallback to another semantic-mode target neither embeds the same
+// text again nor waits out a second timeout.
+type embedMemo struct {
+	mu   sync.Mutex
+	set  bool
+	text string
+	vec  []float32
+	err  error
+}
+
+func (m *embedMemo) get(text string) ([]float32, error, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.set || m.text != text {
+		return nil, nil, false
+	}
+	return m.vec, m.err, true
+}
+
+func (m *embedMemo) put(text string, vec []float32, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.set, m.text, m.vec, m.err = true, text, vec, err
+}
