@@ -46,7 +46,7 @@ type cacheStep struct {
 // of q's plan caches (no cost), else next wrapped in a cacheStep.
 func withCache(next *executor, store *cache.Store) routing.Executor {
 	q := next.q
-	if store == nil || !cacheable(q.Call.Method, q.Call.Op) {
+	if store == nil || (!cacheable(q.Call.Method, q.Call.Op) && q.adapter == nil) {
 		return next
 	}
 	var keys map[*routing.Target]string
@@ -55,13 +55,18 @@ func withCache(next *executor, store *cache.Store) routing.Executor {
 			continue
 		}
 		tb, err := q.bodyFor(t)
-		if err != nil {
-			continue // the attempt reports it
+		if err != nil || !cacheable(q.Call.Method, tb.op) {
+			continue // the attempt reports the error
+		}
+		path := q.Call.Path
+		if tb.adapted {
+			// A translated target is sent, and caches, a chat completion.
+			path = "/chat/completions"
 		}
 		key, err := cache.Key(cache.KeyParts{
-			Op:        string(q.Call.Op),
+			Op:        string(tb.op),
 			Method:    q.Call.Method,
-			Path:      q.Call.Path,
+			Path:      path,
 			Target:    t.Identity(),
 			Workspace: q.Identity.WorkspaceID,
 			Body:      tb.body,
@@ -119,7 +124,7 @@ func (c *cacheStep) Cached(_ context.Context, t *routing.Target) (routing.Outcom
 		}
 		body, ct = sse, "text/event-stream"
 	}
-	res := &result{answerInfo: answerInfo{target: t, label: cache.StatusHit}, prompt: tb.prompt, model: tb.model}
+	res := &result{answerInfo: answerInfo{target: t, label: cache.StatusHit, adapted: tb.adapted}, prompt: tb.prompt, model: tb.model}
 	if m := gjson.GetBytes(ent.Body, "model").String(); m != "" && !tb.stream {
 		res.model = m
 	}
