@@ -98,7 +98,9 @@ func (upperAdapter) FromChat(_ context.Context, chat []byte) ([]byte, error) {
 	return []byte(`{"a":"` + string(rest[:bytes.IndexByte(rest, '"')]) + `"}`), nil
 }
 
-func (upperAdapter) Stream(_ context.Context, w io.Writer) handlers.AdaptedStream { return nopCloser{w} }
+func (upperAdapter) Stream(_ context.Context, w io.Writer) handlers.AdaptedStream {
+	return nopCloser{w}
+}
 
 type nopCloser struct{ io.Writer }
 

@@ -21,7 +21,7 @@ type respProvider struct {
 	text  string // the plain answer to "hello"
 	// streamText is the streamed answer, when it differs.
 	streamText string
-	start func(t *testing.T) (client openai.Client, requests func() int)
+	start      func(t *testing.T) (client openai.Client, requests func() int)
 }
 
 const (
