@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/tidwall/gjson"
 )
@@ -460,5 +461,33 @@ func TestResponsesFallbackNativeToTranslated(t *testing.T) {
 	lines := gatewayLogLines(t)
 	if len(lines) == 0 || !strings.Contains(lines[len(lines)-1], `"provider":"anthropic"`) {
 		t.Fatalf("log %v", lines)
+	}
+}
+
+// TestResponsesCachedPerTarget: a translated target caches the chat
+// completion it was sent, so an identical Responses request is a HIT, and
+// still a new response with its own id, stored for retrieval.
+func TestResponsesCachedPerTarget(t *testing.T) {
+	up := responsesAnthropic(t)
+	loadProviderSite(t)
+	config := fmt.Sprintf(`{"provider":"anthropic","api_key":%q,"custom_host":%q,"cache":{"mode":"simple"}}`, anthropicKey, up.URL)
+	client := translatedClient("x-gateway-config", config)
+	var ids []string
+	for i, want := range []string{"MISS", "HIT"} {
+		var raw *http.Response
+		resp, err := client.Responses.New(context.Background(), textParams("claude-sonnet-4-5", "cache me"), option.WithResponseInto(&raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := raw.Header.Get("x-gateway-cache-status"); got != want || resp.OutputText() != "seen 1 messages" {
+			t.Fatalf("request %d: cache %q, %s", i, got, resp.RawJSON())
+		}
+		ids = append(ids, resp.ID)
+	}
+	if ids[0] == ids[1] || len(up.seen) != 1 {
+		t.Fatalf("ids %v, %d provider calls", ids, len(up.seen))
+	}
+	if got, err := client.Responses.Get(context.Background(), ids[1], responses.ResponseGetParams{}); err != nil || got.ID != ids[1] {
+		t.Fatalf("cached response not stored: %v", err)
 	}
 }
