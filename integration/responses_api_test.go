@@ -491,3 +491,30 @@ func TestResponsesCachedPerTarget(t *testing.T) {
 		t.Fatalf("cached response not stored: %v", err)
 	}
 }
+
+// TestResponsesNativePassThrough: a native target gets the client's body
+// and path as sent and its stream passes through untouched; the usage of
+// its terminal event is accounted.
+func TestResponsesNativePassThrough(t *testing.T) {
+	native := newFakeOpenAI(t)
+	stream := "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_native\",\"object\":\"response\",\"status\":\"in_progress\",\"output\":[]}}\n\n" +
+		"event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":1,\"response\":{\"id\":\"resp_native\",\"object\":\"response\",\"status\":\"completed\",\"output\":[],\"usage\":{\"input_tokens\":31,\"output_tokens\":5,\"total_tokens\":36}}}\n\n"
+	native.Hook = func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+		if r.URL.Path != "/v1/responses" {
+			return false
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, stream)
+		return true
+	}
+	loadProviderSite(t)
+	body := `{"model":"gpt-4.1","input":"hi","tools":[{"type":"web_search"}],"stream":true}`
+	resp, raw := translatedDo(t, "POST", "/responses", []byte(body), "x-gateway-provider", "openai", "x-gateway-custom-host", native.URL, "Authorization", "Bearer sk-test-provider")
+	if resp.StatusCode != 200 || string(raw) != stream || string(native.last().Body) != body {
+		t.Fatalf("%d %s; upstream got %s", resp.StatusCode, raw, native.last().Body)
+	}
+	lines := gatewayLogLines(t)
+	if len(lines) == 0 || !strings.Contains(lines[len(lines)-1], `"prompt_tokens":31`) {
+		t.Fatalf("usage not accounted: %v", lines)
+	}
+}
