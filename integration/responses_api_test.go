@@ -7,11 +7,14 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/tidwall/gjson"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/redistest"
 )
 
 // respProvider is one translated provider fake a Responses test runs
@@ -516,5 +519,39 @@ func TestResponsesNativePassThrough(t *testing.T) {
 	lines := gatewayLogLines(t)
 	if len(lines) == 0 || !strings.Contains(lines[len(lines)-1], `"prompt_tokens":31`) {
 		t.Fatalf("usage not accounted: %v", lines)
+	}
+}
+
+// responsesRedisDB is the Redis database TestResponsesStoredInRedis uses.
+const responsesRedisDB = 11
+
+// TestResponsesStoredInRedis: with llm { redis … } the records go to
+// Redis, expiring with responses_retention, and chaining reads them back.
+func TestResponsesStoredInRedis(t *testing.T) {
+	rc := redistest.Client(t, responsesRedisDB)
+	up := responsesAnthropic(t)
+	loadSite(t, site{LLM: fmt.Sprintf("redis %s {\n\t\t\tdb %d\n\t\t}\n\t\tresponses_retention 2h", redistest.Addr(), responsesRedisDB)})
+	reloadSafeTransport.CloseIdleConnections()
+	client := responsesClient("anthropic", up.URL)
+	first, err := client.Responses.New(context.Background(), textParams("claude-sonnet-4-5", "hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := rc.Keys(context.Background(), "*"+first.ID+"*").Result()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("keys %v %v", keys, err)
+	}
+	t.Cleanup(func() { rc.Del(context.Background(), keys...) })
+	if ttl := rc.TTL(context.Background(), keys[0]).Val(); ttl <= time.Hour || ttl > 2*time.Hour {
+		t.Fatalf("ttl %v, want the 2h retention", ttl)
+	}
+	p := textParams("claude-sonnet-4-5", "again")
+	p.PreviousResponseID = openai.String(first.ID)
+	second, err := client.Responses.New(context.Background(), p)
+	if err != nil || second.OutputText() != "seen 3 messages" {
+		t.Fatalf("%v %v", err, second)
+	}
+	if k, _ := rc.Keys(context.Background(), "*"+second.ID+"*").Result(); len(k) == 1 {
+		t.Cleanup(func() { rc.Del(context.Background(), k...) })
 	}
 }
