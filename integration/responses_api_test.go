@@ -520,6 +520,11 @@ func TestResponsesNativePassThrough(t *testing.T) {
 	if len(lines) == 0 || !strings.Contains(lines[len(lines)-1], `"prompt_tokens":31`) {
 		t.Fatalf("usage not accounted: %v", lines)
 	}
+	// An id the gateway did not store is the native provider's to answer.
+	resp, raw = translatedDo(t, "GET", "/responses/resp_native", nil, "x-gateway-provider", "openai", "x-gateway-custom-host", native.URL, "Authorization", "Bearer sk-test-provider")
+	if n := native.last(); n.Method != "GET" || n.Path != "/v1/responses/resp_native" || resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("%d %s; upstream got %s %s", resp.StatusCode, raw, n.Method, n.Path)
+	}
 }
 
 // responsesRedisDB is the Redis database TestResponsesStoredInRedis uses.
