@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
@@ -38,6 +39,7 @@ func init() {
 //		guardrail <id> <file path | inline JSON object>
 //		prompts <dir of prompt files>
 //		semantic_cache { … }  (see parseSemanticCache)
+//		responses_retention <duration>
 //		redis <host:port> {
 //			username <user>
 //			password <password | {env.VAR}>
@@ -127,6 +129,16 @@ func parseApp(d *caddyfile.Dispenser, existing any) (any, error) {
 				return nil, d.ArgErr()
 			}
 			a.Prompts = &app.PromptsConfig{Dir: dir}
+		case "responses_retention":
+			var v string
+			if !d.Args(&v) || d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(v)
+			if err != nil || dur <= 0 {
+				return nil, d.Errf("responses_retention must be a positive duration")
+			}
+			a.ResponsesRetention = caddy.Duration(dur)
 		case "redis":
 			r := &app.RedisConfig{}
 			if !d.Args(&r.Address) {

@@ -48,6 +48,9 @@ type App struct {
 	guardrailStore
 	// cacheSettings adds "semantic_cache" (semcache.go).
 	cacheSettings
+	// responsesState adds "responses_retention" and the response store
+	// (responses.go).
+	responsesState
 
 	keys        []resolvedKey
 	virtualKeys map[string]*providers.Settings
@@ -99,6 +102,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.provisionShared(ctx); err != nil {
 		return err
 	}
+	a.provisionResponses()
 	if err := observe.RegisterMetrics(ctx.GetMetricsRegistry()); err != nil {
 		return fmt.Errorf("registering metrics: %v", err)
 	}
@@ -180,10 +184,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 }
 
 // Start implements caddy.App.
-func (a *App) Start() error { return nil }
+func (a *App) Start() error { a.startResponseSweep(); return nil }
 
 // Stop implements caddy.App.
-func (a *App) Stop() error { return nil }
+func (a *App) Stop() error { a.stopResponseSweep(); return nil }
 
 // Authenticate returns the identity of a presented gateway key. Every
 // configured key is compared, in constant time, whatever matches, so the

@@ -62,10 +62,35 @@ type attemptOpts struct {
 // needs it held; a failure, or a held success, comes back in the outcome's
 // result for the router to retry, fall back from, or end with.
 func (e *executor) attempt(ctx context.Context, t *routing.Target, try int, opts attemptOpts) routing.Outcome {
-	res := &result{answerInfo: answerInfo{target: t, try: try, label: opts.label}}
+	tb, err := e.q.bodyFor(t)
+	if err != nil || !tb.adapted {
+		return e.attemptBody(ctx, t, try, opts, tb, err)
+	}
+	// A translated target: a context overflow it reports may be
+	// answered by one more try with a shorter conversation.
+	o := e.attemptBody(ctx, t, try, opts, tb, nil)
+	for retried := false; ; retried = true {
+		res := resultOf(o)
+		if o.Committed || res == nil || res.held == nil || res.held.status < 400 {
+			return o
+		}
+		retry, replace := e.q.adapter.Overflow(res.held.status, res.held.body, retried)
+		switch {
+		case replace != nil:
+			return res.fail(replace, routing.CauseNone)
+		case retry == nil || retried:
+			return o
+		}
+		tb.body = retry
+		o = e.attemptBody(ctx, t, try, opts, tb, nil)
+	}
+}
+
+// attemptBody sends one attempt with body tb (err: why t has none).
+func (e *executor) attemptBody(ctx context.Context, t *routing.Target, try int, opts attemptOpts, tb targetBody, err error) routing.Outcome {
+	res := &result{answerInfo: answerInfo{target: t, try: try, label: opts.label, adapted: tb.adapted}}
 	p, _ := providers.Lookup(t.Settings.Provider)
 	call := e.q.Call
-	tb, err := e.q.bodyFor(t)
 	res.prompt = tb.prompt
 	if err != nil {
 		// A prompt that cannot be rendered fails this target, and is
@@ -73,6 +98,11 @@ func (e *executor) attempt(ctx context.Context, t *routing.Target, try int, opts
 		return res.fail(apierror.As(err), routing.CauseLocal)
 	}
 	call.Body, call.Model, call.Stream = tb.body, tb.model, tb.stream
+	if tb.adapted {
+		call.Op, call.Method, call.Path, call.RawQuery = providers.OpChat, http.MethodPost, "/chat/completions", ""
+	} else if ae := storedOnlyHere(&call, t); ae != nil {
+		return res.fail(ae, routing.CauseLocal)
+	}
 	u := providers.Upstream{Header: make(http.Header, 4)}
 	if t.GuardEgress {
 		// Connections the provider makes itself (a service account's
@@ -110,7 +140,7 @@ func (e *executor) attempt(ctx context.Context, t *routing.Target, try int, opts
 		tr:     tr,
 		// A non-stream answer is held whole when it has a deadline to
 		// meet, or when a sink or a stage must see it complete first.
-		hold:     (timer != nil || e.holdSuccess || (opts.sink != nil && opts.sink.Hold())) && !call.Stream,
+		hold:     (timer != nil || e.holdSuccess || tb.adapted || (opts.sink != nil && opts.sink.Hold())) && !call.Stream,
 		validate: !call.Stream && tr == nil && checkedAnswer(call.Op),
 		maxBody:  e.maxBody(),
 		header:   make(http.Header, 8),

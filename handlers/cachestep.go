@@ -60,7 +60,7 @@ type cachedTarget struct {
 // of q's plan caches (no cost), else next wrapped in a cacheStep.
 func withCache(next *executor, rc *responseCache) routing.Executor {
 	q := next.q
-	if rc == nil || !cacheable(q.Call.Method, q.Call.Op) {
+	if rc == nil || (!cacheable(q.Call.Method, q.Call.Op) && q.adapter == nil) {
 		return next
 	}
 	var targets map[*routing.Target]*cachedTarget
@@ -69,14 +69,19 @@ func withCache(next *executor, rc *responseCache) routing.Executor {
 			continue
 		}
 		tb, err := q.bodyFor(t)
-		if err != nil {
-			continue // the attempt reports it
+		if err != nil || !cacheable(q.Call.Method, tb.op) {
+			continue // the attempt reports the error
+		}
+		path := q.Call.Path
+		if tb.adapted {
+			// A translated target is sent, and caches, a chat completion.
+			path = "/chat/completions"
 		}
 		identity := t.Identity()
 		key, err := cache.Key(cache.KeyParts{
-			Op:        string(q.Call.Op),
+			Op:        string(tb.op),
 			Method:    q.Call.Method,
-			Path:      q.Call.Path,
+			Path:      path,
 			Target:    identity,
 			Workspace: q.Identity.WorkspaceID,
 			Body:      tb.body,
@@ -164,7 +169,7 @@ func (c *cacheStep) Cached(ctx context.Context, t *routing.Target) (routing.Outc
 		}
 		body, ctype = sse, "text/event-stream"
 	}
-	res := &result{answerInfo: answerInfo{target: t, label: ct.res.Status}, prompt: tb.prompt, model: tb.model}
+	res := &result{answerInfo: answerInfo{target: t, label: ct.res.Status, adapted: tb.adapted}, prompt: tb.prompt, model: tb.model}
 	if m := gjson.GetBytes(ent.Body, "model").String(); m != "" && !tb.stream {
 		res.model = m
 	}

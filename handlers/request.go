@@ -52,6 +52,9 @@ type Request struct {
 	// (a prompt_id to render, override_params to merge), that body. It is
 	// filled once while planning; nil when no target needs one.
 	bodies map[*routing.Target]*targetBody
+	// adapter serves the request in another API's format per target
+	// (see FormatAdapter); nil for a plain request.
+	adapter FormatAdapter
 }
 
 // targetBody is a target's own request body, or why it has none.
@@ -61,6 +64,10 @@ type targetBody struct {
 	prompt promptUse
 	model  string
 	stream bool
+	// op is the operation sent to the target; adapted marks a target
+	// sent the adapter's chat completion instead of the client's body.
+	op      providers.Operation
+	adapted bool
 }
 
 // promptUse names a prompt version whose rendering was sent, for the log.
@@ -75,7 +82,7 @@ func (q *Request) bodyFor(t *routing.Target) (targetBody, error) {
 	if tb := q.bodies[t]; tb != nil {
 		return *tb, tb.err
 	}
-	return targetBody{body: q.Call.Body, prompt: q.Prompt, model: q.Call.Model, stream: q.Call.Stream}, nil
+	return targetBody{body: q.Call.Body, prompt: q.Prompt, model: q.Call.Model, stream: q.Call.Stream, op: q.Call.Op}, nil
 }
 
 // parse reads everything the pipeline needs from r: the gateway headers,
@@ -214,7 +221,13 @@ func (g *Gateway) plan(r *http.Request, q *Request, st *Stages) error {
 			return err
 		}
 	}
-	return g.targetBodies(r, q)
+	if err := g.targetBodies(r, q); err != nil {
+		return err
+	}
+	if q.adapter != nil {
+		return adaptTargets(r.Context(), q)
+	}
+	return nil
 }
 
 // targetBodies renders, once, the body of every target that has its own:
@@ -227,7 +240,7 @@ func (g *Gateway) targetBodies(r *http.Request, q *Request) error {
 		if len(t.OverrideParams) == 0 && !render {
 			continue
 		}
-		tb := &targetBody{body: q.Call.Body, prompt: q.Prompt}
+		tb := &targetBody{body: q.Call.Body, prompt: q.Prompt, op: q.Call.Op}
 		if render {
 			tb.body, tb.prompt, tb.err = renderTarget(r.Context(), g.app.PromptRegistry(), q, t)
 		}

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -34,9 +35,14 @@ type responder struct {
 	// status is the status sent, 0 before the headers went out.
 	status    int
 	firstByte time.Time
-	// adapter, when set, converts every answer back to the client's
-	// format (see FormatAdapter).
-	adapter *adaptation
+	// adapter, when set, converts the answers of translated targets
+	// back to the client's format (see FormatAdapter); ctx is the
+	// request's, for what the adapter stores.
+	adapter FormatAdapter
+	ctx     context.Context
+	// stream converts the stream of a translated target, once one
+	// started.
+	stream AdaptedStream
 	// info describes the answer sent, for the placeholders.
 	info *answerInfo
 }
@@ -48,6 +54,9 @@ type answerInfo struct {
 	try    int
 	// label is the cache status of the answering target.
 	label string
+	// adapted marks an answer of a translated target: a chat
+	// completion to convert back to the client's format.
+	adapted bool
 }
 
 // heldAnswer is a complete answer the gateway holds before sending it:
@@ -116,6 +125,9 @@ func (o *responder) commit(status int, h http.Header, info *answerInfo) {
 	o.status = status
 	o.firstByte = time.Now()
 	o.w.WriteHeader(status)
+	if o.adapter != nil && info != nil && info.adapted && status >= 200 && status < 300 {
+		o.stream = o.adapter.Stream(o.ctx, flushWriter{w: o.w})
+	}
 }
 
 // Header, WriteHeader and Write make the responder the writer of a
@@ -126,13 +138,19 @@ func (o *responder) Header() http.Header { return o.w.Header() }
 func (o *responder) WriteHeader(int) {}
 
 func (o *responder) Write(p []byte) (int, error) {
-	if ad := o.adapter; ad != nil {
-		if ad.stream == nil {
-			ad.stream = ad.a.Stream(ad.req, flushWriter{w: o.w})
-		}
-		return ad.stream.Write(p)
+	if o.stream != nil {
+		return o.stream.Write(p)
 	}
 	return o.w.Write(p)
+}
+
+// endStream ends a converted stream (failed says it broke off); without
+// one it does nothing.
+func (o *responder) endStream(failed error) {
+	if o.stream != nil {
+		_ = o.stream.Close(failed)
+		o.stream = nil
+	}
 }
 
 // FlushError flushes the client's connection.
@@ -154,6 +172,12 @@ func (o *responder) error(e *apierror.Error, info *answerInfo) {
 
 // streamError ends a stream that already started with an error event.
 func (o *responder) streamError(e *apierror.Error) {
+	if o.stream != nil {
+		// The converted stream ends in its own format's failure.
+		_, _ = o.stream.Write(e.SSEEvent())
+		o.endStream(e)
+		return
+	}
 	_, _ = o.w.Write(e.SSEEvent())
 	_ = flushClient(o.w)
 }
@@ -166,10 +190,15 @@ func (o *responder) held(a *heldAnswer, info *answerInfo, envelope bool) {
 	}
 	header, body := a.header, a.body
 	ok := a.status >= 200 && a.status < 300
-	if ok && o.adapter != nil && !a.stream {
-		out, err := o.adapter.fromChat(body)
+	convert := ok && o.adapter != nil && info != nil && info.adapted
+	if convert && !a.stream {
+		out, err := o.adapter.FromChat(o.ctx, body)
 		if err != nil {
-			o.error(apierror.Newf(http.StatusBadGateway, apierror.TypeUpstream, "the answer could not be converted: %v", err), info)
+			ae, isAPI := err.(*apierror.Error)
+			if !isAPI {
+				ae = apierror.Newf(http.StatusBadGateway, apierror.TypeUpstream, "the answer could not be converted: %v", err)
+			}
+			o.error(ae, info)
 			return
 		}
 		body = out
@@ -199,6 +228,13 @@ func (o *responder) held(a *heldAnswer, info *answerInfo, envelope bool) {
 	o.status = a.status
 	o.firstByte = time.Now()
 	o.w.WriteHeader(a.status)
+	if convert && a.stream {
+		// A held stream (a cached answer) of a translated target.
+		st := o.adapter.Stream(o.ctx, flushWriter{w: o.w})
+		_, err := st.Write(body)
+		_ = st.Close(err)
+		return
+	}
 	_, _ = o.w.Write(body)
 }
 

@@ -68,6 +68,7 @@ func (g *Gateway) serveFlight(w http.ResponseWriter, r *http.Request) *flight {
 		}
 		f.out.error(e, info)
 	}
+	f.out.endStream(nil)
 	f.finish()
 	f.entry.Log(r, g.logger)
 	observe.RunDone(r, &f.entry)
@@ -87,10 +88,17 @@ func (g *Gateway) serve(r *http.Request, f *flight) error {
 		st = g.Stages.Stages(q)
 	}
 	if st != nil && st.Adapter != nil {
-		if f.out.adapter, err = adapt(q, st.Adapter); err != nil {
+		q.adapter = st.Adapter
+	} else if q.Call.Op == providers.OpResponses {
+		// Bounds are checked here, before any provider call, for native
+		// and translated targets alike.
+		if q.adapter, err = g.responsesAdapter(r, q); err != nil {
 			return err
 		}
+	} else if done, err := g.storedResponse(r, q, f); done || err != nil {
+		return err
 	}
+	f.out.adapter, f.out.ctx = q.adapter, r.Context()
 	if err := g.plan(r, q, st); err != nil {
 		return err
 	}
@@ -106,7 +114,7 @@ func (g *Gateway) serve(r *http.Request, f *flight) error {
 // written it yet.
 func (g *Gateway) run(r *http.Request, q *Request, st *Stages, f *flight) error {
 	ex := &executor{g: g, q: q, r: r, out: &f.out}
-	ex.holdSuccess = q.Envelope || f.out.adapter != nil || (st != nil && hasSync(st.After))
+	ex.holdSuccess = q.Envelope || (st != nil && hasSync(st.After))
 	rq := &routing.Request{Metadata: q.RouteHeader.Metadata, MetadataRaw: q.RouteHeader.MetadataRaw, Params: q.Call.Body, Path: q.URLPath}
 	rr, err := g.router.Run(r.Context(), q.Plan, rq, withCache(ex, g.cache))
 	f.logSteps(rr.Steps)
@@ -127,9 +135,7 @@ func (g *Gateway) run(r *http.Request, q *Request, st *Stages, f *flight) error 
 	if res != nil && res.held != nil && !f.out.committed() {
 		f.out.held(res.held, res.info(), q.Envelope)
 	}
-	if ad := f.out.adapter; ad != nil && ad.stream != nil {
-		_ = ad.stream.Close()
-	}
+	f.out.endStream(nil)
 	return nil
 }
 

@@ -85,7 +85,11 @@ func (f *sseFilter) keep(ev *sse.Event) bool {
 	}
 	u := gjson.GetBytes(payload, "usage")
 	if !u.IsObject() {
-		return true
+		// A native Responses stream reports usage in its terminal
+		// event's response.
+		if u = gjson.GetBytes(payload, "response.usage"); !u.IsObject() {
+			return true
+		}
 	}
 	f.usage = usageFromJSON(u)
 	if f.dropUsage {

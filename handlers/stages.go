@@ -9,13 +9,14 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 )
 
 // Named stages of the pipeline. The core is parse → plan → run → finish;
 // stages plug in around it without the core knowing what they do:
 //
-//	parse ─ FormatAdapter.ToChat ─ plan ─ BeforeCheck… ─ run (router, cache, attempts)
-//	      ─ AfterCheck… (sync) ─ respond (FormatAdapter.FromChat/Stream) ─ AfterCheck… (async) ─ log
+//	parse ─ plan ─ BeforeCheck… ─ FormatAdapter.ToChat (translated targets) ─ run (router, cache, attempts)
+//	      ─ AfterCheck… (sync) ─ respond (FormatAdapter.FromChat/Stream per target) ─ AfterCheck… (async) ─ log
 //
 // A Gateway's StageSource picks the stages of each request once it is
 // parsed (from the gateway key, the plan's before/after hooks, the path…).
@@ -35,8 +36,9 @@ type Stages struct {
 	Before []BeforeCheck
 	// After run in order on the final answer.
 	After []AfterCheck
-	// Adapter, when set, serves the request as a chat completion in
-	// another API's format.
+	// Adapter, when set, serves the request in another API's format,
+	// per target (see FormatAdapter). Responses API requests get the
+	// gateway's own adapter when no stage gives one.
 	Adapter FormatAdapter
 }
 
@@ -79,40 +81,82 @@ type Answer struct {
 }
 
 // FormatAdapter serves another API's format (the Responses API, for one)
-// as a chat completion: the request is converted to a chat completions
-// request before planning, and the chat answer or stream back to the
-// client's format.
+// per leaf target: a target that speaks the format itself is sent the
+// client's request as it is; every other target is sent the chat
+// completion the adapter converts it to, and its chat answer or stream is
+// converted back. So a fallback may cross from a native target to a
+// translated one. One adapter serves one request.
 type FormatAdapter interface {
-	// ToChat converts the client's body to a chat completions body.
-	ToChat(body []byte) ([]byte, error)
-	// FromChat converts a complete chat completion answer back; req is
-	// the client's original body.
-	FromChat(req, chat []byte) ([]byte, error)
+	// Native reports whether t takes the client's request as sent.
+	Native(t *routing.Target) bool
+	// ToChat returns the chat completions body of the translated
+	// targets. It is called at most once per request, after the
+	// before-request checks, with the body they left, and only when
+	// some leaf target is translated.
+	ToChat(ctx context.Context, body []byte) ([]byte, error)
+	// Overflow is asked about an error a translated target answered
+	// (status and its OpenAI-envelope body): retry is a shorter chat
+	// body to try once more on the same target; replace is the answer
+	// to give instead; both nil leave the answer as it is. retried
+	// reports that the answer is that of the retry.
+	Overflow(status int, body []byte, retried bool) (retry []byte, replace *apierror.Error)
+	// FromChat converts a complete chat completion answer back.
+	FromChat(ctx context.Context, chat []byte) ([]byte, error)
 	// Stream returns a writer that takes the chat completion's SSE bytes
-	// and writes the client's stream format to w; Close ends the stream.
-	Stream(req []byte, w io.Writer) io.WriteCloser
+	// and writes the client's stream format to w.
+	Stream(ctx context.Context, w io.Writer) AdaptedStream
 }
 
-// adaptation is a FormatAdapter applied to one request.
-type adaptation struct {
-	a   FormatAdapter
-	req []byte
-	// stream converts a streamed answer, once one started.
-	stream io.WriteCloser
+// AdaptedStream converts one chat completion stream.
+type AdaptedStream interface {
+	io.Writer
+	// Close ends the client's stream; failed, when set, says the chat
+	// stream broke off, and the client's stream then ends as failed.
+	Close(failed error) error
 }
 
-func (ad *adaptation) fromChat(chat []byte) ([]byte, error) { return ad.a.FromChat(ad.req, chat) }
-
-// adapt makes q the chat completion the adapter converts it to.
-func adapt(q *Request, a FormatAdapter) (*adaptation, error) {
-	body, err := a.ToChat(q.Call.Body)
-	if err != nil {
-		return nil, stageError(err)
+// adaptTargets gives every translated leaf target of q its chat body
+// (override_params merged into it). When no leaf is native, a body that
+// cannot be made is the client's error before any call; otherwise it
+// fails only the translated targets, when they are attempted.
+func adaptTargets(ctx context.Context, q *Request) error {
+	ad := q.adapter
+	var chat []byte
+	var chatErr error
+	made, native := false, false
+	for _, t := range q.Plan.Leaves {
+		if ad.Native(t) {
+			native = true
+			continue
+		}
+		if !made {
+			chat, chatErr = ad.ToChat(ctx, q.Call.Body)
+			chatErr = stageErrorOrNil(chatErr)
+			made = true
+		}
+		tb := &targetBody{body: chat, err: chatErr, op: providers.OpChat, adapted: true}
+		if chatErr == nil {
+			if len(t.OverrideParams) > 0 {
+				tb.body = applyOverrides(tb.body, t.OverrideParams)
+			}
+			tb.model, tb.stream = readModelStream(tb.body)
+		}
+		if q.bodies == nil {
+			q.bodies = make(map[*routing.Target]*targetBody, len(q.Plan.Leaves))
+		}
+		q.bodies[t] = tb
 	}
-	ad := &adaptation{a: a, req: q.Call.Body}
-	c := &q.Call
-	c.Op, c.Method, c.Path, c.RawQuery, c.Body = providers.OpChat, http.MethodPost, "/chat/completions", "", body
-	return ad, inspectChat(c)
+	if !native && chatErr != nil {
+		return chatErr
+	}
+	return nil
+}
+
+func stageErrorOrNil(err error) error {
+	if err == nil {
+		return nil
+	}
+	return stageError(err)
 }
 
 // runBefore runs the before-request checks on q, in order; the last body

@@ -15,6 +15,7 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/handlers"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 )
 
 // stagedGateway is llm_gateway with test stages, the way a guardrails or
@@ -75,14 +76,20 @@ func (a *after) After(_ context.Context, _ *handlers.Request, ans *handlers.Answ
 	return []zap.Field{zap.String("verdict", "passed")}, nil
 }
 
-// upperAdapter is a toy format: {"q": "..."} in, {"a": "..."} out.
+// upperAdapter is a toy format: {"q": "..."} in, {"a": "..."} out, for
+// every target.
 type upperAdapter struct{}
 
-func (upperAdapter) ToChat(body []byte) ([]byte, error) {
+func (upperAdapter) Native(*routing.Target) bool { return false }
+
+func (upperAdapter) ToChat(_ context.Context, body []byte) ([]byte, error) {
 	q := string(bytes.TrimSuffix(bytes.TrimPrefix(body, []byte(`{"q":"`)), []byte(`"}`)))
 	return []byte(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + q + `"}]}`), nil
 }
-func (upperAdapter) FromChat(_, chat []byte) ([]byte, error) {
+
+func (upperAdapter) Overflow(int, []byte, bool) ([]byte, *apierror.Error) { return nil, nil }
+
+func (upperAdapter) FromChat(_ context.Context, chat []byte) ([]byte, error) {
 	i := bytes.Index(chat, []byte(`"content":"`))
 	if i < 0 {
 		return nil, errors.New("no content")
@@ -90,11 +97,14 @@ func (upperAdapter) FromChat(_, chat []byte) ([]byte, error) {
 	rest := chat[i+11:]
 	return []byte(`{"a":"` + string(rest[:bytes.IndexByte(rest, '"')]) + `"}`), nil
 }
-func (upperAdapter) Stream(_ []byte, w io.Writer) io.WriteCloser { return nopCloser{w} }
+
+func (upperAdapter) Stream(_ context.Context, w io.Writer) handlers.AdaptedStream {
+	return nopCloser{w}
+}
 
 type nopCloser struct{ io.Writer }
 
-func (nopCloser) Close() error { return nil }
+func (nopCloser) Close(error) error { return nil }
 
 // loadStaged loads a site whose llm_gateway is the staged one.
 func loadStaged(t *testing.T, st *handlers.Stages) {
