@@ -21,6 +21,8 @@ type executor struct {
 	// need the complete answer before the client has it (after-request
 	// checks, a prompt completion's envelope, a format adapter).
 	holdSuccess bool
+	// guards is the request's hook state; nil when its plan has no hooks.
+	guards *guardSession
 }
 
 // Cached implements routing.Executor: without a cache step there is no
@@ -47,6 +49,8 @@ type result struct {
 	prompt promptUse
 	// err is the gateway's message for the log, when it made the failure.
 	err string
+	// hooks are the results of the attempt's hooks, when it has any.
+	hooks *hookRecord
 	// abort asks for the client's connection to be broken: a
 	// passed-through answer broke off, and a clean end would look
 	// complete.

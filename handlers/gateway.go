@@ -16,6 +16,7 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/guardrails"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/upstream"
 )
@@ -56,7 +57,7 @@ type Gateway struct {
 	// by the module that provides them, not by JSON.
 	Stages StageSource `json:"-"`
 
-	app        *app.App
+	app *app.App
 	// proxies[guarded][tls]: plain and TLS, for trusted and for guarded
 	// attempts. A transport is TLS or not for all its upstreams; and
 	// guarded attempts (addresses from client input) get transports of
@@ -64,10 +65,12 @@ type Gateway struct {
 	// guarded request must never reuse an idle connection a trusted
 	// virtual key opened to an internal address.
 	proxies [2][2]*reverseproxy.Handler
-	guard      *upstream.Guard
-	router     *routing.Router
-	configs    *routing.ConfigCache
-	logger     *zap.Logger
+	guard   *upstream.Guard
+	// hooks runs the hooks and guardrails of configs (guardrails.go).
+	hooks   *guardrails.Runner
+	router  *routing.Router
+	configs *routing.ConfigCache
+	logger  *zap.Logger
 	// breakers and cache are the llm app's, shared by every route and
 	// kept across reloads; release gives them back in Cleanup.
 	breakers *routing.BreakerSet
@@ -102,6 +105,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	if g.guard, err = upstream.NewGuard(g.CustomHostAllow); err != nil {
 		return err
 	}
+	g.provisionGuardrails()
 	for guarded := range 2 {
 		for tls := range 2 {
 			if g.proxies[guarded][tls], err = g.loadProxy(ctx, tls == 1); err != nil {

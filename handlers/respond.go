@@ -194,6 +194,11 @@ func (o *responder) held(a *heldAnswer, info *answerInfo, envelope bool) {
 	o.status = a.status
 	o.firstByte = time.Now()
 	o.w.WriteHeader(a.status)
+	if a.stream {
+		// A held stream goes through the format adapter like a live one.
+		_, _ = o.Write(body)
+		return
+	}
 	_, _ = o.w.Write(body)
 }
 
