@@ -75,7 +75,6 @@ type guardAttempt struct {
 // hookRecord is what an attempt's hooks produced, carried in its result
 // to the answer, the log and the async hooks.
 type hookRecord struct {
-	req    *guardrails.Request
 	before *guardrails.Result
 	after  *guardrails.Result
 }
@@ -147,7 +146,7 @@ func (gs *guardSession) bodyFor(t *routing.Target) []byte {
 }
 
 func (gs *guardSession) record() *hookRecord {
-	return &hookRecord{req: &gs.cur.req, before: gs.cur.before, after: gs.cur.after}
+	return &hookRecord{before: gs.cur.before, after: gs.cur.after}
 }
 
 // guardStep runs the hooks around the executor for targets that have

@@ -314,3 +314,75 @@ func TestGuardrailsWebhookEgress(t *testing.T) {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
 }
+
+// TestGuardrailsTranslatedStream: a provider whose stream the gateway
+// translates (Anthropic) is judged the same way, live and held.
+func TestGuardrailsTranslatedStream(t *testing.T) {
+	up := fakeAnthropic(t, nil, fixture(t, "anthropic", "stream_tools.sse"))
+	loadProviderSite(t)
+	cases := []struct {
+		name, hooks string
+		deny        bool
+	}{
+		{"live", `[{"default.contains":{"words":["weather"],"operator":"all"}}]`, false},
+		{"held, passes", `[{"default.contains":{"words":["weather"],"operator":"all"},"deny":true}]`, false},
+		{"held, denied", `[{"default.contains":{"words":["weather"],"operator":"none"},"deny":true}]`, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			client := anthropicClient(up, "x-gateway-config", `{"provider":"anthropic","api_key":"sk-test-provider","custom_host":"`+up.URL+`","output_guardrails":`+tc.hooks+`}`)
+			stream := client.Chat.Completions.NewStreaming(context.Background(), toolTurnParams("claude-sonnet-4-5"))
+			var acc openai.ChatCompletionAccumulator
+			var results string
+			for stream.Next() {
+				c := stream.Current()
+				if strings.Contains(c.RawJSON(), "hook_results") {
+					results = c.RawJSON()
+					continue
+				}
+				acc.AddChunk(c)
+			}
+			var apiErr *openai.Error
+			if tc.deny {
+				if !errors.As(stream.Err(), &apiErr) || apiErr.StatusCode != 446 || len(acc.Choices) != 0 {
+					t.Fatalf("err %v, choices %d", stream.Err(), len(acc.Choices))
+				}
+				return
+			}
+			if err := stream.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if acc.Choices[0].Message.Content != "Okay, let me check the weather.\n" || !strings.Contains(results, `"after_request_hooks":[{"verdict":true`) {
+				t.Fatalf("content %q results %s", acc.Choices[0].Message.Content, results)
+			}
+		})
+	}
+}
+
+// TestGuardrailsWithCache: hooks judge answers served from the cache too:
+// input checks run before the lookup, output checks on the stored answer.
+func TestGuardrailsWithCache(t *testing.T) {
+	up := newFakeOpenAI(t)
+	loadFresh(t, site{})
+	cfg := guardConfig(up, `"cache":{"mode":"simple"},"output_guardrails":[{"default.contains":{"words":["Hello"],"operator":"none"}}]`)
+	for i, want := range []string{"MISS", "HIT"} {
+		resp, body := chat(t, cfg)
+		if resp.StatusCode != 246 || resp.Header.Get("x-gateway-cache-status") != want || up.count() != 1 {
+			t.Fatalf("request %d: status %d cache %s calls %d: %s", i, resp.StatusCode, resp.Header.Get("x-gateway-cache-status"), up.count(), body)
+		}
+		if hr := resultsOf(t, body); len(hr.After) != 1 || hr.After[0].Verdict {
+			t.Fatalf("request %d: %s", i, body)
+		}
+	}
+	// The same cached answer, now denied by an output guardrail of the
+	// target (the cache key ignores hooks).
+	deny := guardConfig(up, `"cache":{"mode":"simple"},"output_guardrails":[{"default.contains":{"words":["Hello"],"operator":"none"},"deny":true}]`)
+	if resp, body := chat(t, deny); resp.StatusCode != 446 || up.count() > 2 {
+		t.Fatalf("status %d calls %d: %s", resp.StatusCode, up.count(), body)
+	}
+	// An input guardrail denies before the cache is asked.
+	in := guardConfig(up, `"cache":{"mode":"simple"},"input_guardrails":[{"default.regexMatch":{"rule":"hi","not":true},"deny":true}]`)
+	if resp, body := chat(t, in); resp.StatusCode != 446 || resp.Header.Get("x-gateway-cache-status") == "HIT" {
+		t.Fatalf("status %d cache %s: %s", resp.StatusCode, resp.Header.Get("x-gateway-cache-status"), body)
+	}
+}
