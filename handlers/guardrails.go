@@ -2,8 +2,11 @@ package handlers
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"strconv"
 
+	"github.com/tidwall/sjson"
 	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
@@ -77,6 +80,44 @@ type guardAttempt struct {
 type hookRecord struct {
 	before *guardrails.Result
 	after  *guardrails.Result
+	// raw is the hook_results JSON, marshalled once for the answer and
+	// the log (marshalling the results is the costliest part of a cheap
+	// hook).
+	raw []byte
+}
+
+// json returns the hook_results object of h (guardrails.HookResults),
+// marshalled once. Each result is marshalled by its own MarshalJSON and
+// the object put together here: encoding/json would validate and compact
+// every result's bytes once more.
+func (h *hookRecord) json() []byte {
+	if h.raw != nil {
+		return h.raw
+	}
+	b := make([]byte, 0, 1024)
+	b = append(b, `{"before_request_hooks":`...)
+	b = appendResults(b, h.before)
+	b = append(b, `,"after_request_hooks":`...)
+	b = appendResults(b, h.after)
+	h.raw = append(b, '}')
+	return h.raw
+}
+
+func appendResults(b []byte, r *guardrails.Result) []byte {
+	b = append(b, '[')
+	if r != nil {
+		for i, hr := range r.Hooks {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			raw, err := hr.MarshalJSON()
+			if err != nil {
+				raw = []byte(`{"id":` + strconv.Quote(hr.ID) + `,"type":` + strconv.Quote(hr.Type) + `,"error":"unencodable result"}`)
+			}
+			b = append(b, raw...)
+		}
+	}
+	return append(b, ']')
 }
 
 // newGuardSession compiles the hooks of every leaf of q's plan (a cache
@@ -206,7 +247,8 @@ func (s *guardStep) after(ctx context.Context, o routing.Outcome) routing.Outcom
 		return o
 	}
 	cur := &s.gs.cur
-	defer func() { res.hooks = s.gs.record() }()
+	rec := s.gs.record()
+	res.hooks = rec
 	h := res.held
 	if o.Committed || h == nil || res.err != "" {
 		// Streamed (judged on the way), or the gateway's own failure.
@@ -223,7 +265,7 @@ func (s *guardStep) after(ctx context.Context, o routing.Outcome) routing.Outcom
 	if err != nil {
 		return res.fail(apierror.As(err), routing.CauseLocal)
 	}
-	cur.after = after
+	cur.after, rec.after = after, after
 	if after.Denied() {
 		res.held = denyAnswer(cur.before, after)
 		res.err = "answer withheld by an after-request hook"
@@ -237,9 +279,11 @@ func (s *guardStep) after(ctx context.Context, o routing.Outcome) routing.Outcom
 	status := guardrails.Status(cur.before, after, h.status)
 	if guardrails.HasResults(cur.before, after) {
 		if h.stream {
-			body = withHookEvent(body, cur.before, after)
-		} else {
-			body = guardrails.AttachResults(body, cur.before, after)
+			body = withHookEvent(body, rec.json())
+		} else if len(body) > 0 && body[0] == '{' {
+			if b, err := sjson.SetRawBytes(body, "hook_results", rec.json()); err == nil {
+				body = b
+			}
 		}
 	}
 	res.held = &heldAnswer{status: status, header: h.header, body: body, stream: h.stream}
@@ -261,7 +305,7 @@ func (f *flight) logHooks(h *hookRecord) {
 	if h == nil || !guardrails.HasResults(h.before, h.after) {
 		return
 	}
-	f.entry.Extra = append(f.entry.Extra, zap.Any("hook_results", guardrails.Results(h.before, h.after)))
+	f.entry.Extra = append(f.entry.Extra, zap.Any("hook_results", json.RawMessage(h.json())))
 }
 
 // runAsync starts the async hooks of the answer's attempt, once the

@@ -209,8 +209,9 @@ func streamText(body []byte) string {
 
 // withHookEvent returns a complete SSE answer with the hook results event
 // inserted before its "data: [DONE]" (or at its end).
-func withHookEvent(body []byte, before, after *guardrails.Result) []byte {
-	ev := guardrails.StreamEvent(before, after)
+func withHookEvent(body, results []byte) []byte {
+	ev := make([]byte, 0, len(results)+24)
+	ev = append(append(append(ev, `data: {"hook_results":`...), results...), "}\n\n"...)
 	out := make([]byte, 0, len(body)+len(ev)+2)
 	var sp sse.Splitter
 	inserted := false
