@@ -386,3 +386,20 @@ func TestGuardrailsWithCache(t *testing.T) {
 		t.Fatalf("status %d cache %s: %s", resp.StatusCode, resp.Header.Get("x-gateway-cache-status"), body)
 	}
 }
+
+// TestGuardrailsHeldStreamBounded: a stream held for a denying output
+// check is bounded by max_response_body; a longer one fails with a 502
+// and nothing of it reaches the client.
+func TestGuardrailsHeldStreamBounded(t *testing.T) {
+	up := newFakeOpenAI(t)
+	loadFresh(t, site{Gateway: "custom_host_allow loopback\n\t\t\tmax_response_body 300"})
+	status, ct, _, raw := streamEvents(t, guardConfig(up, `"output_guardrails":[{"default.notNull":{},"deny":true}]`))
+	if status != 502 || !strings.HasPrefix(ct, "application/json") || !strings.Contains(string(raw), "response_too_large") {
+		t.Fatalf("status %d %s: %s", status, ct, raw)
+	}
+	// Without deny the stream is not held: it flows whatever its size.
+	status, _, data, raw := streamEvents(t, guardConfig(up, `"output_guardrails":[{"default.notNull":{}}]`))
+	if status != 200 || len(data) < 4 || data[len(data)-1] != "[DONE]" {
+		t.Fatalf("status %d: %s", status, raw)
+	}
+}

@@ -301,3 +301,23 @@ func TestGuardrailsInvalidConfigs(t *testing.T) {
 		})
 	}
 }
+
+// TestGuardrailsCompletions: legacy completions are judged on the prompt
+// and on choices[0].text, and carry hook_results in their body.
+func TestGuardrailsCompletions(t *testing.T) {
+	up := newFakeOpenAI(t)
+	loadFresh(t, site{})
+	cfg := guardConfig(up, `"input_guardrails":[{"default.regexMatch":{"rule":"^Say"}}],"output_guardrails":[{"default.endsWith":{"suffix":"world"}}]`)
+	resp, body := do(t, "POST", "/completions", []byte(`{"model":"gpt-3.5-turbo-instruct","prompt":"Say hello"}`), "x-gateway-config", compactJSON(t, cfg))
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"text":" world"`) {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	hr := resultsOf(t, body)
+	if len(hr.Before) != 1 || !hr.Before[0].Verdict || len(hr.After) != 1 || !hr.After[0].Verdict {
+		t.Fatalf("hook_results = %s", body)
+	}
+	resp, body = do(t, "POST", "/completions", []byte(`{"model":"gpt-3.5-turbo-instruct","prompt":"Tell me"}`), "x-gateway-config", compactJSON(t, cfg))
+	if resp.StatusCode != 246 || resultsOf(t, body).Before[0].Verdict {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+}
