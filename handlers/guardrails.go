@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -280,15 +281,39 @@ func (s *guardStep) after(ctx context.Context, o routing.Outcome) routing.Outcom
 	if guardrails.HasResults(cur.before, after) {
 		if h.stream {
 			body = withHookEvent(body, rec.json())
-		} else if len(body) > 0 && body[0] == '{' {
-			if b, err := sjson.SetRawBytes(body, "hook_results", rec.json()); err == nil {
-				body = b
-			}
+		} else {
+			body = attachResults(body, rec.json())
 		}
 	}
 	res.held = &heldAnswer{status: status, header: h.header, body: body, stream: h.stream}
 	o.Status = status
 	return o
+}
+
+// attachResults returns the JSON object answer body with "hook_results"
+// set to results. The common case (no such key yet) appends the member
+// before the closing brace, without parsing the answer again; bodies
+// that are not JSON objects are returned as they are.
+func attachResults(body, results []byte) []byte {
+	b := bytes.TrimRight(body, " \t\r\n")
+	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
+		return body
+	}
+	if bytes.Contains(b, []byte(`"hook_results"`)) {
+		if out, err := sjson.SetRawBytes(body, "hook_results", results); err == nil {
+			return out
+		}
+		return body
+	}
+	inner := bytes.TrimSpace(b[1 : len(b)-1])
+	out := make([]byte, 0, len(b)+len(results)+17)
+	out = append(out, b[:len(b)-1]...)
+	if len(inner) > 0 {
+		out = append(out, ',')
+	}
+	out = append(out, `"hook_results":`...)
+	out = append(out, results...)
+	return append(out, '}')
 }
 
 // denyAnswer is the 446 answer: the error envelope with hook_results.
