@@ -103,6 +103,10 @@ func (e *executor) attemptBody(ctx context.Context, t *routing.Target, try int, 
 	} else if ae := storedOnlyHere(&call, t); ae != nil {
 		return res.fail(ae, routing.CauseLocal)
 	}
+	if b := e.guards.bodyFor(t); b != nil {
+		// A before-request hook changed what is sent.
+		call.Body = b
+	}
 	u := providers.Upstream{Header: make(http.Header, 4)}
 	if t.GuardEgress {
 		// Connections the provider makes itself (a service account's
@@ -134,17 +138,26 @@ func (e *executor) attemptBody(ctx context.Context, t *routing.Target, try int, 
 
 	tr := p.Translator(call.Op)
 	info := res.info()
+	var client http.ResponseWriter = e.out
+	commit := func(status int, h http.Header) { e.out.commit(status, h, info) }
+	var sg *streamGuard
+	if call.Stream {
+		// Hooks judge the stream on its way (guardrails_stream.go).
+		if sg = e.guards.streamGuard(ctx, t, e.out, info, e.g.MaxResponseBody); sg != nil {
+			client, commit = sg, sg.commit
+		}
+	}
 	c := &capture{
-		client: e.out,
+		client: client,
 		call:   &call,
 		tr:     tr,
 		// A non-stream answer is held whole when it has a deadline to
 		// meet, or when a sink or a stage must see it complete first.
-		hold:     (timer != nil || e.holdSuccess || tb.adapted || (opts.sink != nil && opts.sink.Hold())) && !call.Stream,
+		hold:     (timer != nil || e.holdSuccess || tb.adapted || e.guards.holds(t) || (opts.sink != nil && opts.sink.Hold())) && !call.Stream,
 		validate: !call.Stream && tr == nil && checkedAnswer(call.Op),
 		maxBody:  e.maxBody(),
 		header:   make(http.Header, 8),
-		commit:   func(status int, h http.Header) { e.out.commit(status, h, info) },
+		commit:   commit,
 		onStart: func() {
 			// A stream must start in time; once it has, the deadline no
 			// longer applies.
@@ -165,6 +178,10 @@ func (e *executor) attemptBody(ctx context.Context, t *routing.Target, try int, 
 	// Whatever the upstream did, the timer may no longer fire; if it
 	// already has, the attempt timed out.
 	expired := !deadline.CompareAndSwap(deadlineRunning, deadlineStarted) && deadline.Load() == deadlineExpired
+	if sg != nil && sg.hold && c.committed {
+		// The stream waited for its output guardrails; none of it was sent.
+		return sg.heldOutcome(e, c, res, aborted || err != nil)
+	}
 
 	switch {
 	case aborted && c.committed:
@@ -192,7 +209,7 @@ func (e *executor) attemptBody(ctx context.Context, t *routing.Target, try int, 
 		}
 		return routing.Outcome{Status: c.status, Committed: true, Cause: routing.CauseStreamFailed, Result: res}
 	case c.committed:
-		return e.finishCommitted(c, res)
+		return e.finishCommitted(c, res, sg)
 	case c.tooLarge:
 		return res.fail(apierror.Newf(http.StatusBadGateway, apierror.TypeUpstream,
 			"provider %s sent a response larger than the gateway's max_response_body of %d bytes", t.Settings.Provider, e.g.MaxResponseBody).WithCode("response_too_large"), routing.CauseNone)
@@ -234,11 +251,14 @@ func (e *executor) attemptBody(ctx context.Context, t *routing.Target, try int, 
 
 // finishCommitted completes an answer that was streamed or passed through
 // to the client.
-func (e *executor) finishCommitted(c *capture, res *result) routing.Outcome {
+func (e *executor) finishCommitted(c *capture, res *result, sg *streamGuard) routing.Outcome {
 	o := routing.Outcome{Status: c.status, Committed: true, Result: res}
 	if ferr := c.finish(); ferr != nil {
 		res.err = "translating stream: " + ferr.Error()
 		o.Cause = routing.CauseStreamFailed
+	}
+	if sg != nil {
+		sg.end()
 	}
 	op := c.call.Op
 	if c.sse != nil && !c.sse.sawDone && (op == providers.OpChat || op == providers.OpCompletions) {

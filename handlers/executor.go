@@ -24,6 +24,8 @@ type executor struct {
 	// answerLimit, when set, bounds a held answer more tightly than
 	// max_response_body (the semantic cache's embedding calls).
 	answerLimit int64
+	// guards is the request's hook state; nil when its plan has no hooks.
+	guards *guardSession
 }
 
 // maxBody bounds an answer the attempt holds.
@@ -58,6 +60,8 @@ type result struct {
 	prompt promptUse
 	// err is the gateway's message for the log, when it made the failure.
 	err string
+	// hooks are the results of the attempt's hooks, when it has any.
+	hooks *hookRecord
 	// abort asks for the client's connection to be broken: a
 	// passed-through answer broke off, and a clean end would look
 	// complete.

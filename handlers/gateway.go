@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/guardrails"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/upstream"
 )
@@ -64,6 +65,8 @@ type Gateway struct {
 	// virtual key opened to an internal address.
 	proxies [2][2]*reverseproxy.Handler
 	guard   *upstream.Guard
+	// hooks runs the hooks and guardrails of configs (guardrails.go).
+	hooks   *guardrails.Runner
 	router  *routing.Router
 	configs *routing.ConfigCache
 	logger  *zap.Logger
@@ -101,6 +104,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	if g.guard, err = upstream.NewGuard(g.CustomHostAllow); err != nil {
 		return err
 	}
+	g.provisionGuardrails()
 	for guarded := range 2 {
 		for tls := range 2 {
 			if g.proxies[guarded][tls], err = g.loadProxy(ctx, tls == 1); err != nil {

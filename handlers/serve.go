@@ -116,13 +116,26 @@ func (g *Gateway) run(r *http.Request, q *Request, st *Stages, f *flight) error 
 	ex := &executor{g: g, q: q, r: r, out: &f.out}
 	ex.holdSuccess = q.Envelope || (st != nil && hasSync(st.After))
 	rq := &routing.Request{Metadata: q.RouteHeader.Metadata, MetadataRaw: q.RouteHeader.MetadataRaw, Params: q.Call.Body, Path: q.URLPath}
-	rr, err := g.router.Run(r.Context(), q.Plan, rq, withCache(ex, g.cache))
+	var exec routing.Executor = withCache(ex, g.cache)
+	gs, err := g.newGuardSession(q)
+	if err != nil {
+		return err
+	}
+	if gs != nil {
+		ex.guards = gs
+		exec = &guardStep{next: exec, gs: gs}
+	}
+	rr, err := g.router.Run(r.Context(), q.Plan, rq, exec)
 	f.logSteps(rr.Steps)
 	f.res, f.status, f.done = resultOf(rr.Outcome), rr.Status, rr.Committed
 	if err != nil {
 		return err
 	}
 	res := f.res
+	if res != nil && res.hooks != nil {
+		// Async hooks run once the answer below was sent.
+		defer g.runAsync(r.Context(), res.hooks, f.entry.TraceID)
+	}
 	if st != nil && len(st.After) > 0 && res != nil {
 		a := answerOf(res, f.out.committed())
 		notes, err := runAfter(r.Context(), st.After, q, a, false)
@@ -204,6 +217,7 @@ func (f *flight) finish() {
 			e.CacheState = res.label
 		}
 		e.Usage = res.usage
+		f.logHooks(res.hooks)
 		if e.Error == "" {
 			e.Error = res.err
 		}

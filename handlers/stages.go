@@ -22,6 +22,11 @@ import (
 // parsed (from the gateway key, the plan's before/after hooks, the path…).
 // A nil StageSource, a nil *Stages and empty lists cost nothing: no
 // allocation, no answer held for them.
+//
+// A config's own hooks and guardrails are not stages: they belong to each
+// leaf target and run inside run, per attempted target, around the cache
+// and the provider call (guardStep in guardrails.go), so that their 446 is
+// an attempt outcome retries and fallbacks see.
 
 // StageSource chooses the stages of a request. It is called once per
 // request, after parsing and before planning; it must not change q.
