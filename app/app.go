@@ -46,6 +46,8 @@ type App struct {
 	Prompts *PromptsConfig `json:"prompts,omitempty"`
 	// guardrailStore adds "guardrails", the saved guardrails (guardrails.go).
 	guardrailStore
+	// batchState adds the file store and batch engine (batches.go).
+	batchState
 
 	keys        []resolvedKey
 	virtualKeys map[string]*providers.Settings
@@ -95,6 +97,9 @@ func (App) CaddyModule() caddy.ModuleInfo {
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
 	if err := a.provisionShared(ctx); err != nil {
+		return err
+	}
+	if err := a.provisionBatches(); err != nil {
 		return err
 	}
 	if err := observe.RegisterMetrics(ctx.GetMetricsRegistry()); err != nil {
@@ -175,7 +180,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 }
 
 // Start implements caddy.App.
-func (a *App) Start() error { return nil }
+func (a *App) Start() error {
+	a.startBatches()
+	return nil
+}
 
 // Stop implements caddy.App.
 func (a *App) Stop() error { return nil }

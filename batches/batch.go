@@ -102,9 +102,9 @@ type Batch struct {
 
 // record is what is stored: the batch and what running it needs.
 type record struct {
-	Batch     Batch  `json:"batch"`
-	Caller    Caller `json:"caller"`
-	Instance  string `json:"instance"`
+	Batch    Batch  `json:"batch"`
+	Caller   Caller `json:"caller"`
+	Instance string `json:"instance"`
 	// Header holds the creation request's routing headers that carry no
 	// secret (see SplitHeader); Resumable is false when others (provider
 	// keys, inline configs) were held in memory only, so the batch cannot

@@ -457,3 +457,7 @@ func SortNewestFirst(bs []*Batch) {
 		return bs[i].ID > bs[j].ID
 	})
 }
+
+// Stopped reports whether Stop was called (the last config using the
+// engine was unloaded).
+func (e *Engine) Stopped() bool { return e.ctx.Err() != nil }

@@ -79,7 +79,7 @@ type env struct {
 	caller Caller
 }
 
-func newEnv(t *testing.T, cfg Config) *env {
+func newEnv(t testing.TB, cfg Config) *env {
 	t.Helper()
 	e := &env{kv: &certmagic.FileStorage{Path: t.TempDir()}, runner: &fakeRunner{},
 		clock: &clock{now: time.Unix(1_800_000_000, 0)}, caller: Caller{Name: "k", WorkspaceID: "ws-1", OrganisationID: "org"}}
@@ -111,7 +111,7 @@ func chatLines(n int, failing ...int) []byte {
 	return b.Bytes()
 }
 
-func (e *env) upload(t *testing.T, content []byte) string {
+func (e *env) upload(t testing.TB, content []byte) string {
 	t.Helper()
 	f, err := e.files.Create(context.Background(), e.caller.WorkspaceID, "in.jsonl", files.PurposeBatch, content)
 	if err != nil {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/files"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/jobs"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/jobs"
 )
 
 // maxCreateBody bounds a POST /v1/batches body read here.

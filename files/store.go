@@ -122,8 +122,12 @@ func WorkspaceDir(prefix, workspace string) string {
 	return prefix + "/" + hex.EncodeToString(h[:8])
 }
 
-func (s *Store) metaKey(ws, id string) string { return WorkspaceDir(s.cfg.Prefix, ws) + "/" + id + ".json" }
-func (s *Store) dataKey(ws, id string) string { return WorkspaceDir(s.cfg.Prefix, ws) + "/" + id + ".data" }
+func (s *Store) metaKey(ws, id string) string {
+	return WorkspaceDir(s.cfg.Prefix, ws) + "/" + id + ".json"
+}
+func (s *Store) dataKey(ws, id string) string {
+	return WorkspaceDir(s.cfg.Prefix, ws) + "/" + id + ".data"
+}
 
 // Create stores content as a new file of workspace and returns its
 // object. The content is written before the metadata, so a listed file
