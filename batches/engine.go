@@ -424,8 +424,8 @@ func (e *Engine) List(ctx context.Context, workspace string, p ListParams) (*Pag
 // live state for those running here; the handler merges provider batches
 // into it.
 func (e *Engine) All(ctx context.Context, workspace string) ([]*Batch, error) {
-	keys, err := e.cfg.KV.List(ctx, files.WorkspaceDir(e.cfg.Prefix, workspace), false)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	keys, err := files.ListKeys(ctx, e.cfg.KV, files.WorkspaceDir(e.cfg.Prefix, workspace), false)
+	if err != nil {
 		return nil, storeFailure()
 	}
 	var all []*Batch

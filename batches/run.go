@@ -3,9 +3,7 @@ package batches
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"sort"
 	"strings"
@@ -154,11 +152,14 @@ func (e *Engine) dispatch(j *job, lines []inputLine, done map[string]bool, calle
 		if done[ln.CustomID] {
 			continue
 		}
-		if e.cfg.Now().Unix() >= expiresAt {
-			reason = reasonExpired
+		if reason = e.acquire(j, sem); reason != reasonNone {
 			break
 		}
-		if reason = e.acquire(j, sem); reason != reasonNone {
+		// Checked once a slot is free: a line that waited for one must
+		// not start after the window ended.
+		if e.cfg.Now().Unix() >= expiresAt {
+			e.release(sem)
+			reason = reasonExpired
 			break
 		}
 		runner, ok := e.currentRunner()
@@ -281,8 +282,8 @@ func (e *Engine) persist(j *job) {
 
 // partKeys returns the batch's part keys in write order.
 func (e *Engine) partKeys(ctx context.Context, ws, id string) []string {
-	keys, err := e.cfg.KV.List(ctx, e.partsDir(ws, id), false)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	keys, err := files.ListKeys(ctx, e.cfg.KV, e.partsDir(ws, id), false)
+	if err != nil {
 		e.cfg.Logger.Error("batch: listing results", zap.String("batch_id", id), zap.Error(err))
 	}
 	var out []string
@@ -339,33 +340,48 @@ func (e *Engine) finalize(j *job, reason int) {
 	e.persist(j)
 	outID, errID := e.assemble(j)
 	now = e.cfg.Now().Unix()
-	e.mu.Lock()
-	b := &j.rec.Batch
-	b.OutputFileID, b.ErrorFileID = outID, errID
-	switch reason {
-	case reasonCancelled:
-		b.Status, b.CancelledAt = StatusCancelled, ptr(now)
-	case reasonExpired:
-		b.Status, b.ExpiredAt = StatusExpired, ptr(now)
-	default:
-		b.Status, b.CompletedAt = StatusCompleted, ptr(now)
-	}
-	e.mu.Unlock()
-	e.persist(j)
+	e.publish(j, func(b *Batch) {
+		b.OutputFileID, b.ErrorFileID = outID, errID
+		switch reason {
+		case reasonCancelled:
+			b.Status, b.CancelledAt = StatusCancelled, ptr(now)
+		case reasonExpired:
+			b.Status, b.ExpiredAt = StatusExpired, ptr(now)
+		default:
+			b.Status, b.CompletedAt = StatusCompleted, ptr(now)
+		}
+	})
 	e.dropParts(j)
+}
+
+// publish applies a terminal change: it is stored first and shown live
+// after, so no reader sees a terminal status that storage lacks.
+func (e *Engine) publish(j *job, change func(*Batch)) {
+	e.mu.Lock()
+	snap := *j.rec
+	snap.Batch = *j.rec.Batch.clone()
+	e.mu.Unlock()
+	change(&snap.Batch)
+	ctx, cancel := ioCtx()
+	if err := e.save(ctx, &snap); err != nil {
+		e.cfg.Logger.Error("batch: storing record", zap.String("batch_id", snap.Batch.ID), zap.Error(err))
+	}
+	cancel()
+	e.mu.Lock()
+	j.rec.Batch = snap.Batch
+	e.mu.Unlock()
 }
 
 // fail ends a batch as failed with errs; partial results, if any, are
 // still delivered.
 func (e *Engine) fail(j *job, errs []LineError) {
 	outID, errID := e.assemble(j)
-	e.mu.Lock()
-	b := &j.rec.Batch
-	b.Status, b.FailedAt = StatusFailed, ptr(e.cfg.Now().Unix())
-	b.Errors = &Errors{Object: "list", Data: errs}
-	b.OutputFileID, b.ErrorFileID = outID, errID
-	e.mu.Unlock()
-	e.persist(j)
+	now := e.cfg.Now().Unix()
+	e.publish(j, func(b *Batch) {
+		b.Status, b.FailedAt = StatusFailed, ptr(now)
+		b.Errors = &Errors{Object: "list", Data: errs}
+		b.OutputFileID, b.ErrorFileID = outID, errID
+	})
 	e.dropParts(j)
 }
 
@@ -417,9 +433,9 @@ func (e *Engine) dropParts(j *job) {
 // written to storage.
 func (e *Engine) resume() {
 	ctx, cancel := ioCtx()
-	keys, err := e.cfg.KV.List(ctx, e.cfg.Prefix, true)
+	keys, err := files.ListKeys(ctx, e.cfg.KV, e.cfg.Prefix, true)
 	cancel()
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err != nil {
 		e.cfg.Logger.Error("batch: scanning for unfinished batches", zap.Error(err))
 		return
 	}

@@ -76,3 +76,33 @@ func escapeGlob(s string) string {
 	}
 	return b.String()
 }
+
+// listAttempts bounds ListKeys' retries.
+const listAttempts = 10
+
+// ListKeys lists keys under prefix, treating a missing prefix as empty.
+// Caddy's file storage walks the folder, and a temporary file of a
+// concurrent atomic write that vanishes mid-walk ends the walk with
+// fs.ErrNotExist and a partial list; ListKeys tells that apart from a
+// missing prefix (with the storage's Exists) and lists again.
+func ListKeys(ctx context.Context, kv KV, prefix string, recursive bool) ([]string, error) {
+	type exister interface {
+		Exists(ctx context.Context, key string) bool
+	}
+	for i := 0; ; i++ {
+		keys, err := kv.List(ctx, prefix, recursive)
+		if err == nil {
+			return keys, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		ex, ok := kv.(exister)
+		if !ok || !ex.Exists(ctx, prefix) {
+			return keys, nil
+		}
+		if i+1 == listAttempts {
+			return nil, err
+		}
+	}
+}

@@ -256,8 +256,8 @@ type Page struct {
 // record of the workspace, which is fine for the hundreds of files a
 // workspace keeps for batches.
 func (s *Store) List(ctx context.Context, workspace string, p ListParams) (*Page, error) {
-	keys, err := s.kv.List(ctx, WorkspaceDir(s.cfg.Prefix, workspace), false)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	keys, err := ListKeys(ctx, s.kv, WorkspaceDir(s.cfg.Prefix, workspace), false)
+	if err != nil {
 		return nil, storeFailure()
 	}
 	var all []*File
