@@ -82,9 +82,13 @@ type env struct {
 
 func newEnv(t testing.TB, cfg Config) *env {
 	t.Helper()
-	e := &env{kv: &certmagic.FileStorage{Path: t.TempDir()}, runner: &fakeRunner{},
+	return newEnvKV(t, cfg, &certmagic.FileStorage{Path: t.TempDir()})
+}
+
+func newEnvKV(t testing.TB, cfg Config, kv files.KV) *env {
+	e := &env{kv: kv, runner: &fakeRunner{},
 		clock: &clock{now: time.Unix(1_800_000_000, 0)}, caller: Caller{Name: "k", WorkspaceID: "ws-1", OrganisationID: "org"}}
-	e.files = files.NewStore(e.kv, files.Config{Now: e.clock.Now})
+	e.files = files.NewStore(e.kv, files.Config{Now: e.clock.Now, Prefix: cfg.Prefix + "/files"})
 	e.engine = e.newEngine(cfg)
 	return e
 }
