@@ -51,6 +51,8 @@ type App struct {
 	// responsesState adds "responses_retention" and the response store
 	// (responses.go).
 	responsesState
+	// batchState adds the file store and batch engine (batches.go).
+	batchState
 
 	keys        []resolvedKey
 	virtualKeys map[string]*providers.Settings
@@ -103,6 +105,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	a.provisionResponses()
+	if err := a.provisionBatches(); err != nil {
+		return err
+	}
 	if err := observe.RegisterMetrics(ctx.GetMetricsRegistry()); err != nil {
 		return fmt.Errorf("registering metrics: %v", err)
 	}
@@ -184,7 +189,11 @@ func (a *App) Provision(ctx caddy.Context) error {
 }
 
 // Start implements caddy.App.
-func (a *App) Start() error { a.startResponseSweep(); return nil }
+func (a *App) Start() error {
+	a.startResponseSweep()
+	a.startBatches()
+	return nil
+}
 
 // Stop implements caddy.App.
 func (a *App) Stop() error { a.stopResponseSweep(); return nil }

@@ -1,0 +1,309 @@
+// Package files is the gateway's own file store: uploads (POST /v1/files)
+// for providers without a files API, and the output and error files of
+// managed batches. Files are scoped to a workspace: a file is found only
+// with the workspace it was stored under. Objects have OpenAI's file
+// shape, so SDKs read them as OpenAI files.
+package files
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
+)
+
+// DefaultMaxBytes is the largest file the gateway stores: 100 MiB. It
+// bounds the memory one upload holds (a file is read whole, as a batch
+// input must be validated whole) and is half OpenAI's 200 MB batch input
+// limit.
+const DefaultMaxBytes = 100 << 20
+
+// IDPrefix starts every id this store makes. The "gw" after OpenAI's
+// "file-" lets the handler route a file id to the gateway's store or to
+// the provider by its shape alone.
+const IDPrefix = "file-gw"
+
+// Purposes a client may upload with (OpenAI's list); PurposeBatchOutput
+// is set by the gateway on batch results.
+var Purposes = []string{"assistants", "batch", "fine-tune", "vision", "user_data", "evals"}
+
+// Purpose values used by the batch engine.
+const (
+	PurposeBatch       = "batch"
+	PurposeBatchOutput = "batch_output"
+)
+
+// Config configures a Store. The zero value is usable.
+type Config struct {
+	// Prefix is the storage key prefix (default "llm_gateway/files").
+	Prefix string
+	// MaxBytes is the largest file accepted (default DefaultMaxBytes).
+	MaxBytes int64
+	// Now replaces time.Now in tests.
+	Now func() time.Time
+}
+
+// Store keeps files in a KV. It is safe for concurrent use as far as
+// the KV is.
+type Store struct {
+	kv  KV
+	cfg Config
+}
+
+// NewStore returns a store over kv.
+func NewStore(kv KV, cfg Config) *Store {
+	if cfg.Prefix == "" {
+		cfg.Prefix = "llm_gateway/files"
+	}
+	cfg.Prefix = strings.TrimSuffix(cfg.Prefix, "/")
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = DefaultMaxBytes
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Store{kv: kv, cfg: cfg}
+}
+
+// MaxBytes returns the largest file the store accepts.
+func (s *Store) MaxBytes() int64 { return s.cfg.MaxBytes }
+
+// File is OpenAI's file object.
+type File struct {
+	ID        string `json:"id"`
+	Object    string `json:"object"`
+	Bytes     int64  `json:"bytes"`
+	CreatedAt int64  `json:"created_at"`
+	Filename  string `json:"filename"`
+	Purpose   string `json:"purpose"`
+	// Status is deprecated upstream but still read by SDKs; always
+	// "processed" here, as a stored file is ready at once.
+	Status string `json:"status"`
+}
+
+// record is what is stored beside the content.
+type record struct {
+	File
+	Workspace string `json:"workspace"`
+}
+
+// IsGatewayID reports whether id was made by this store, so the handler
+// serves it from the gateway rather than from a provider.
+func IsGatewayID(id string) bool {
+	rest, ok := strings.CutPrefix(id, IDPrefix)
+	if !ok || len(rest) != 32 {
+		return false
+	}
+	_, err := hex.DecodeString(rest)
+	return err == nil
+}
+
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return IDPrefix + hex.EncodeToString(b[:])
+}
+
+// WorkspaceDir returns the storage folder of a workspace under prefix;
+// the workspace is hashed so any string makes a safe path segment.
+func WorkspaceDir(prefix, workspace string) string {
+	h := sha256.Sum256([]byte(workspace))
+	return prefix + "/" + hex.EncodeToString(h[:8])
+}
+
+func (s *Store) metaKey(ws, id string) string {
+	return WorkspaceDir(s.cfg.Prefix, ws) + "/" + id + ".json"
+}
+func (s *Store) dataKey(ws, id string) string {
+	return WorkspaceDir(s.cfg.Prefix, ws) + "/" + id + ".data"
+}
+
+// Create stores content as a new file of workspace and returns its
+// object. The content is written before the metadata, so a listed file
+// always has its content.
+func (s *Store) Create(ctx context.Context, workspace, filename, purpose string, content []byte) (*File, error) {
+	if int64(len(content)) > s.cfg.MaxBytes {
+		return nil, TooLarge(s.cfg.MaxBytes)
+	}
+	rec := record{File: File{
+		ID: newID(), Object: "file", Bytes: int64(len(content)), CreatedAt: s.cfg.Now().Unix(),
+		Filename: filename, Purpose: purpose, Status: "processed",
+	}, Workspace: workspace}
+	meta, err := json.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.kv.Store(ctx, s.dataKey(workspace, rec.ID), content); err != nil {
+		return nil, fmt.Errorf("files: storing content: %w", err)
+	}
+	if err := s.kv.Store(ctx, s.metaKey(workspace, rec.ID), meta); err != nil {
+		_ = s.kv.Delete(ctx, s.dataKey(workspace, rec.ID))
+		return nil, fmt.Errorf("files: storing metadata: %w", err)
+	}
+	return &rec.File, nil
+}
+
+// TooLarge is the 413 for a file over the size limit.
+func TooLarge(limit int64) *apierror.Error {
+	return apierror.Newf(http.StatusRequestEntityTooLarge, apierror.TypeInvalidRequest,
+		"the file is larger than the gateway's limit of %d bytes", limit).WithCode("file_too_large")
+}
+
+// NotFound is OpenAI's 404 for an unknown file id.
+func NotFound(id string) *apierror.Error {
+	return apierror.Newf(http.StatusNotFound, apierror.TypeInvalidRequest, "No such File object: %s", apierror.QuoteID(id)).WithCode("not_found")
+}
+
+func storeFailure() *apierror.Error {
+	return apierror.New(http.StatusInternalServerError, apierror.TypeServer, "the gateway could not read its file store")
+}
+
+func (s *Store) loadMeta(ctx context.Context, key string) (*record, error) {
+	data, err := s.kv.Load(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if err := jsonlimit.Object(data); err != nil {
+		return nil, err
+	}
+	var rec record
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
+
+// Get returns the object of id in workspace, or a 404 apierror.
+func (s *Store) Get(ctx context.Context, workspace, id string) (*File, error) {
+	if !IsGatewayID(id) {
+		return nil, NotFound(id)
+	}
+	rec, err := s.loadMeta(ctx, s.metaKey(workspace, id))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, NotFound(id)
+	}
+	if err != nil {
+		return nil, storeFailure()
+	}
+	if rec.Workspace != workspace || rec.ID != id {
+		return nil, NotFound(id)
+	}
+	return &rec.File, nil
+}
+
+// Content returns the bytes of id in workspace, or a 404 apierror.
+func (s *Store) Content(ctx context.Context, workspace, id string) ([]byte, *File, error) {
+	f, err := s.Get(ctx, workspace, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := s.kv.Load(ctx, s.dataKey(workspace, id))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, NotFound(id)
+	}
+	if err != nil {
+		return nil, nil, storeFailure()
+	}
+	return b, f, nil
+}
+
+// Delete removes id from workspace, or returns a 404 apierror.
+func (s *Store) Delete(ctx context.Context, workspace, id string) error {
+	if _, err := s.Get(ctx, workspace, id); err != nil {
+		return err
+	}
+	// Metadata first: a file without metadata is invisible, and its
+	// orphaned content is harmless if the second delete fails.
+	if err := s.kv.Delete(ctx, s.metaKey(workspace, id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return storeFailure()
+	}
+	_ = s.kv.Delete(ctx, s.dataKey(workspace, id))
+	return nil
+}
+
+// ListParams are the query parameters of GET /v1/files.
+type ListParams struct {
+	Purpose string
+	// Limit is 1–10000 (OpenAI's range; default 10000).
+	Limit int
+	// After is the id of the last file of the previous page.
+	After string
+	// Order is "desc" (default, newest first) or "asc".
+	Order string
+}
+
+// Page is OpenAI's file list.
+type Page struct {
+	Object  string  `json:"object"`
+	Data    []*File `json:"data"`
+	FirstID *string `json:"first_id"`
+	LastID  *string `json:"last_id"`
+	HasMore bool    `json:"has_more"`
+}
+
+// List returns a page of the workspace's files. It reads every file
+// record of the workspace, which is fine for the hundreds of files a
+// workspace keeps for batches.
+func (s *Store) List(ctx context.Context, workspace string, p ListParams) (*Page, error) {
+	keys, err := ListKeys(ctx, s.kv, WorkspaceDir(s.cfg.Prefix, workspace), false)
+	if err != nil {
+		return nil, storeFailure()
+	}
+	var all []*File
+	for _, k := range keys {
+		if !strings.HasSuffix(k, ".json") {
+			continue
+		}
+		rec, err := s.loadMeta(ctx, k)
+		if err != nil || rec.Workspace != workspace {
+			continue // deleted meanwhile, or unreadable: not listed
+		}
+		if p.Purpose != "" && rec.Purpose != p.Purpose {
+			continue
+		}
+		all = append(all, &rec.File)
+	}
+	asc := p.Order == "asc"
+	sort.Slice(all, func(i, j int) bool {
+		a, b := all[i], all[j]
+		if a.CreatedAt != b.CreatedAt {
+			return (a.CreatedAt < b.CreatedAt) == asc
+		}
+		return (a.ID < b.ID) == asc
+	})
+	if p.After != "" {
+		for i, f := range all {
+			if f.ID == p.After {
+				all = all[i+1:]
+				break
+			}
+		}
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 10000
+	}
+	page := &Page{Object: "list", Data: all}
+	if len(all) > limit {
+		page.Data, page.HasMore = all[:limit], true
+	}
+	if page.Data == nil {
+		page.Data = []*File{}
+	}
+	if n := len(page.Data); n > 0 {
+		first, last := page.Data[0].ID, page.Data[n-1].ID
+		page.FirstID, page.LastID = &first, &last
+	}
+	return page, nil
+}
