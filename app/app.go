@@ -46,6 +46,8 @@ type App struct {
 	Prompts *PromptsConfig `json:"prompts,omitempty"`
 	// guardrailStore adds "guardrails", the saved guardrails (guardrails.go).
 	guardrailStore
+	// costCatalog adds "price_catalog" (cost.go).
+	costCatalog
 
 	keys        []resolvedKey
 	virtualKeys map[string]*providers.Settings
@@ -126,6 +128,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 			return fmt.Errorf("api key %q: organisation_id must be a UUID", k.Name)
 		}
 		a.keys = append(a.keys, resolvedKey{digest: digest, id: id})
+	}
+	if err := a.provisionCost(); err != nil {
+		return err
 	}
 
 	// Models named in the configuration keep their own metric label.

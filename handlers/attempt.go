@@ -61,7 +61,7 @@ type attemptOpts struct {
 // to the client as it arrives (committing the request) unless something
 // needs it held; a failure, or a held success, comes back in the outcome's
 // result for the router to retry, fall back from, or end with.
-func (e *executor) attempt(ctx context.Context, t *routing.Target, try int, opts attemptOpts) routing.Outcome {
+func (e *executor) attempt(ctx context.Context, t *routing.Target, try int, opts attemptOpts) (out routing.Outcome) {
 	res := &result{answerInfo: answerInfo{target: t, try: try, label: opts.label}}
 	p, _ := providers.Lookup(t.Settings.Provider)
 	call := e.q.Call
@@ -100,7 +100,10 @@ func (e *executor) attempt(ctx context.Context, t *routing.Target, try int, opts
 	if t.GuardEgress {
 		attemptCtx = upstream.WithGuard(attemptCtx, e.g.guard)
 	}
+	attemptCtx, obs := e.observeStart(attemptCtx, &call, &u, t)
+	defer func() { e.observeEnd(&obs, &call, t, out) }()
 	r2, proxy := e.upstreamRequest(attemptCtx, &call, &u, t)
+	obs.span.Inject(r2.Header)
 
 	tr := p.Translator(call.Op)
 	info := res.info()
@@ -120,6 +123,7 @@ func (e *executor) attempt(ctx context.Context, t *routing.Target, try int, opts
 			// longer applies.
 			if call.Stream {
 				deadline.CompareAndSwap(deadlineRunning, deadlineStarted)
+				obs.firstChunk = time.Now()
 			}
 		},
 	}

@@ -21,6 +21,8 @@ type executor struct {
 	// need the complete answer before the client has it (after-request
 	// checks, a prompt completion's envelope, a format adapter).
 	holdSuccess bool
+	// attempts counts the upstream calls made, for the trace spans.
+	attempts int
 }
 
 // Cached implements routing.Executor: without a cache step there is no
