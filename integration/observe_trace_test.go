@@ -234,4 +234,24 @@ func TestObserveTraceSpans(t *testing.T) {
 	check("fallback first", fb[0], map[string]string{"gateway.attempt": "0", "error.type": "503", "gateway.target": "config.targets[0]"})
 	check("fallback second", fb[1], map[string]string{"gateway.attempt": "1", "gateway.target": "config.targets[1]"}, "error.type")
 
+
+	// Without trace_content, spans carry no message content.
+	loadSite(t, site{Before: "tracing {\n\t\tspan gateway\n\t}"})
+	do(t, "POST", "/chat/completions", []byte(`{"model":"no-content","messages":[{"role":"user","content":"secret-prompt-2"}]}`), hdr...)
+	loadSite(t, site{})
+	found := false
+	for _, s := range rc.all() {
+		if s.Name != "chat no-content" {
+			continue
+		}
+		found = true
+		for k, v := range spanAttrs(s) {
+			if strings.Contains(v, "secret-prompt-2") || strings.Contains(k, "messages") {
+				t.Errorf("content recorded without trace_content: %s = %q", k, v)
+			}
+		}
+	}
+	if !found {
+		t.Error("no span for the request without trace_content")
+	}
 }
