@@ -234,7 +234,6 @@ func TestObserveTraceSpans(t *testing.T) {
 	check("fallback first", fb[0], map[string]string{"gateway.attempt": "0", "error.type": "503", "gateway.target": "config.targets[0]"})
 	check("fallback second", fb[1], map[string]string{"gateway.attempt": "1", "gateway.target": "config.targets[1]"}, "error.type")
 
-
 	// Without trace_content, spans carry no message content.
 	loadSite(t, site{Before: "tracing {\n\t\tspan gateway\n\t}"})
 	do(t, "POST", "/chat/completions", []byte(`{"model":"no-content","messages":[{"role":"user","content":"secret-prompt-2"}]}`), hdr...)
