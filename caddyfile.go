@@ -40,6 +40,7 @@ func init() {
 //		prompts <dir of prompt files>
 //		semantic_cache { … }  (see parseSemanticCache)
 //		responses_retention <duration>
+//		price_catalog <LiteLLM-format price file>
 //		redis <host:port> {
 //			username <user>
 //			password <password | {env.VAR}>
@@ -122,6 +123,10 @@ func parseApp(d *caddyfile.Dispenser, existing any) (any, error) {
 		case "guardrail":
 			if err := parseGuardrail(d, a); err != nil {
 				return nil, err
+			}
+		case "price_catalog":
+			if !d.Args(&a.PriceCatalog) || d.NextArg() {
+				return nil, d.ArgErr()
 			}
 		case "prompts":
 			var dir string
@@ -231,6 +236,7 @@ func parseSettings(d *caddyfile.Dispenser) (*providers.Settings, error) {
 //		max_request_body  <size>
 //		max_response_body <size>
 //		cache_size        <size>
+//		trace_content
 //		custom_host_allow <loopback|private|link_local|any|CIDR>...
 //		transport http {
 //			<reverse_proxy http transport options>
@@ -274,6 +280,11 @@ func parseGateway(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 				return nil, h.Errf("cache_size: invalid size %q", v)
 			}
 			g.CacheSize = int64(n)
+		case "trace_content":
+			if h.NextArg() {
+				return nil, h.ArgErr()
+			}
+			g.TraceContent = true
 		case "custom_host_allow":
 			args := h.RemainingArgs()
 			if len(args) == 0 {

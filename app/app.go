@@ -53,6 +53,8 @@ type App struct {
 	responsesState
 	// batchState adds the file store and batch engine (batches.go).
 	batchState
+	// costCatalog adds "price_catalog" (cost.go).
+	costCatalog
 
 	keys        []resolvedKey
 	virtualKeys map[string]*providers.Settings
@@ -137,6 +139,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 			return fmt.Errorf("api key %q: organisation_id must be a UUID", k.Name)
 		}
 		a.keys = append(a.keys, resolvedKey{digest: digest, id: id})
+	}
+	if err := a.provisionCost(); err != nil {
+		return err
 	}
 
 	// Models named in the configuration keep their own metric label.

@@ -87,7 +87,7 @@ func (e *executor) attempt(ctx context.Context, t *routing.Target, try int, opts
 }
 
 // attemptBody sends one attempt with body tb (err: why t has none).
-func (e *executor) attemptBody(ctx context.Context, t *routing.Target, try int, opts attemptOpts, tb targetBody, err error) routing.Outcome {
+func (e *executor) attemptBody(ctx context.Context, t *routing.Target, try int, opts attemptOpts, tb targetBody, err error) (out routing.Outcome) {
 	res := &result{answerInfo: answerInfo{target: t, try: try, label: opts.label, adapted: tb.adapted}}
 	p, _ := providers.Lookup(t.Settings.Provider)
 	call := e.q.Call
@@ -134,7 +134,10 @@ func (e *executor) attemptBody(ctx context.Context, t *routing.Target, try int, 
 	if t.GuardEgress {
 		attemptCtx = upstream.WithGuard(attemptCtx, e.g.guard)
 	}
+	attemptCtx, obs := e.observeStart(attemptCtx, &call, &u, t)
+	defer func() { e.observeEnd(&obs, &call, t, out) }()
 	r2, proxy := e.upstreamRequest(attemptCtx, &call, &u, t)
+	obs.span.Inject(r2.Header)
 
 	tr := p.Translator(call.Op)
 	info := res.info()
@@ -163,6 +166,7 @@ func (e *executor) attemptBody(ctx context.Context, t *routing.Target, try int, 
 			// longer applies.
 			if call.Stream {
 				deadline.CompareAndSwap(deadlineRunning, deadlineStarted)
+				obs.firstChunk = time.Now()
 			}
 		},
 	}

@@ -26,6 +26,8 @@ type executor struct {
 	answerLimit int64
 	// guards is the request's hook state; nil when its plan has no hooks.
 	guards *guardSession
+	// attempts counts the upstream calls made, for the trace spans.
+	attempts int
 }
 
 // maxBody bounds an answer the attempt holds.

@@ -50,6 +50,10 @@ type Gateway struct {
 	// cache.DefaultSize, 256 MiB). Routes with the same size share one
 	// cache; answers are cached only for targets whose config has cache.
 	CacheSize int64 `json:"cache_size,omitempty"`
+	// TraceContent records message content (gen_ai.input.messages,
+	// gen_ai.output.messages) on the attempt spans when tracing is on.
+	// Off by default: prompts and answers may be confidential.
+	TraceContent bool `json:"trace_content,omitempty"`
 
 	// Stages chooses the optional stages of each request (before- and
 	// after-request checks, a format adapter); nil means none. It is set

@@ -45,6 +45,8 @@ type responder struct {
 	stream AdaptedStream
 	// info describes the answer sent, for the placeholders.
 	info *answerInfo
+	// cost is the x-gateway-cost value of a held answer (observe.go).
+	cost string
 }
 
 // answerInfo describes where an answer came from, for the gateway's
@@ -101,6 +103,7 @@ func (o *responder) gatewayHeaders(h http.Header, info *answerInfo) {
 		set(3, strconv.Itoa(info.try))
 	}
 	set(4, info.label)
+	o.costHeader(h)
 }
 
 // respHeaderKeys are the gateway's response header names, canonical,

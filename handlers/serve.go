@@ -128,6 +128,7 @@ func (g *Gateway) run(r *http.Request, q *Request, st *Stages, f *flight) error 
 	rr, err := g.router.Run(r.Context(), q.Plan, rq, exec)
 	f.logSteps(rr.Steps)
 	f.res, f.status, f.done = resultOf(rr.Outcome), rr.Status, rr.Committed
+	f.price(g.app.Prices())
 	if err != nil {
 		return err
 	}

@@ -63,3 +63,22 @@ func BenchmarkPlainReverseProxyChat(b *testing.B) {
 		"Authorization": {"Bearer sk-test-provider"},
 	})
 }
+
+// BenchmarkGatewayChatTraced is BenchmarkGatewayChat with Caddy's tracing
+// directive on, every request sampled, and the spans exported to nowhere
+// (OTEL_TRACES_EXPORTER=none): the added cost of the server span and the
+// attempt's CLIENT span with its GenAI attributes.
+func BenchmarkGatewayChatTraced(b *testing.B) {
+	b.Setenv("OTEL_TRACES_EXPORTER", "none")
+	b.Setenv("OTEL_TRACES_SAMPLER", "always_on")
+	up := newFakeOpenAI(b)
+	loadSite(b, site{Before: "tracing {\n\t\tspan gateway\n\t}"})
+	b.Cleanup(func() { loadSite(b, site{}) })
+	benchRequests(b, gatewayURL()+"/chat/completions", http.Header{
+		"Content-Type":          {"application/json"},
+		"Authorization":         {"Bearer sk-test-provider"},
+		"X-Gateway-Api-Key":     {gatewayKey},
+		"X-Gateway-Provider":    {"openai"},
+		"X-Gateway-Custom-Host": {up.URL},
+	})
+}

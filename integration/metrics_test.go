@@ -21,8 +21,8 @@ func TestMetrics(t *testing.T) {
 	}
 	for _, want := range []string{
 		`llm_gateway_requests_total{code="200",endpoint="chat.completions",provider="openai"}`,
-		`gen_ai_client_token_usage_sum{gen_ai_operation_name="chat.completions",gen_ai_provider_name="openai",gen_ai_request_model="gpt-4o-mini",gen_ai_token_type="input"}`,
-		`gen_ai_client_operation_duration_seconds_count{error_type="",gen_ai_operation_name="chat.completions",gen_ai_provider_name="openai"}`,
+		`gen_ai_client_token_usage_sum{gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="gpt-4o-mini",gen_ai_token_type="input"}`,
+		`gen_ai_client_operation_duration_seconds_count{error_type="",gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="gpt-4o-mini"}`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)

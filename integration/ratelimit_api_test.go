@@ -22,7 +22,7 @@ func TestPolicyAPICreateValidation(t *testing.T) {
 		{"missing group_by", `{"type":"requests","unit":"rpm","value":1,` + conds + `}`, "group_by"},
 		{"empty group_by", `{"type":"requests","unit":"rpm","value":1,` + conds + `,"group_by":[]}`, "group_by"},
 		{"missing type", `{"unit":"rpm","value":1,` + conds + `,` + group + `}`, "type"},
-		{"bad type", `{"type":"cost","unit":"rpm","value":1,` + conds + `,` + group + `}`, "type"},
+		{"bad type", `{"type":"dollars","unit":"rpm","value":1,` + conds + `,` + group + `}`, "type"},
 		{"missing unit", `{"type":"requests","value":1,` + conds + `,` + group + `}`, "unit"},
 		{"bad unit", `{"type":"requests","unit":"rps","value":1,` + conds + `,` + group + `}`, "unit"},
 		{"missing value", `{"type":"requests","unit":"rpm",` + conds + `,` + group + `}`, "value"},

@@ -41,6 +41,10 @@ type Entry struct {
 	// FirstByte is when the first response byte went to the client.
 	FirstByte time.Time
 	Usage     *providers.Usage
+	// CostUSD is what Usage cost in US dollars when CostKnown; with Usage
+	// set and CostKnown false the model has no known price.
+	CostUSD   float64
+	CostKnown bool
 	Metadata  map[string]string
 	Attempts  []Attempt
 	// Error is the gateway's own error message, if it produced one.
@@ -193,6 +197,11 @@ func (e *Entry) encode(out fieldAdder, now time.Time) {
 	}
 	if e.Usage != nil {
 		out.add(zap.Object("usage", usageLog{e.Usage}))
+		if e.CostKnown {
+			out.add(zap.Float64("cost_usd", e.CostUSD))
+		} else {
+			out.add(zap.Bool("cost_unknown", true))
+		}
 	}
 	if len(e.Metadata) > 0 {
 		out.add(zap.Object("metadata", metadataLog(e.Metadata)))

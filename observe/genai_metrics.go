@@ -2,8 +2,6 @@ package observe
 
 import (
 	"errors"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,10 +70,6 @@ var (
 		Name: "llm_gateway_fallbacks_total",
 		Help: "Moves to the next target of a fallback strategy, by the provider that failed.",
 	}, []string{"gen_ai_provider_name"})
-	rateLimitedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "llm_gateway_rate_limited_total",
-		Help: "Requests rejected by a rate-limit or budget policy, by the policy's unit (requests, tokens, cost).",
-	}, []string{"unit"})
 	breakerTransitionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "llm_gateway_circuit_breaker_transitions_total",
 		Help: "Circuit breaker state changes, by provider and the state entered (open, half_open, closed).",
@@ -92,7 +86,7 @@ var (
 	genaiCollectors = []prometheus.Collector{
 		genaiOperationDuration, genaiTimeToFirstChunk, genaiTokenUsage,
 		costTotal, costUnknownTotal, cacheLookupsTotal, retriesTotal, fallbacksTotal,
-		rateLimitedTotal, breakerTransitionsTotal, breakersGauge, guardrailVerdictsTotal,
+		breakerTransitionsTotal, breakersGauge, guardrailVerdictsTotal,
 	}
 )
 
@@ -115,85 +109,10 @@ func RegisterGenAIMetrics(reg prometheus.Registerer) error {
 	return nil
 }
 
-// maxLabelLen caps a label value a provider or client chose.
-const maxLabelLen = 128
-
-// LabelSet bounds a label's values: the values it was built with, plus
-// the first Max others seen, are kept; any further value becomes
-// OtherLabel. The app owns one per label (model, workspace) so the set
-// survives config reloads; it is safe for concurrent use.
-type LabelSet struct {
-	max  int
-	mu   sync.RWMutex
-	seen map[string]struct{}
-}
-
-// NewLabelSet returns a set admitting allow (the models and workspaces
-// the configuration names) and up to limit further values.
-func NewLabelSet(limit int, allow ...string) *LabelSet {
-	s := &LabelSet{max: limit, seen: make(map[string]struct{}, len(allow))}
-	for _, v := range allow {
-		s.seen[truncLabel(v)] = struct{}{}
-	}
-	s.max += len(s.seen)
-	return s
-}
-
-// Allow adds values to the set beyond its bound, as a reload that
-// configures new models does.
-func (s *LabelSet) Allow(values ...string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, v := range values {
-		v = truncLabel(v)
-		if _, ok := s.seen[v]; !ok {
-			s.seen[v] = struct{}{}
-			s.max++
-		}
-	}
-}
-
-// Bound returns v when the set holds it or has room for it, else
-// OtherLabel. Empty stays empty. A nil set keeps every value, truncated.
-func (s *LabelSet) Bound(v string) string {
-	v = truncLabel(v)
-	if s == nil || v == "" {
-		return v
-	}
-	s.mu.RLock()
-	_, ok := s.seen[v]
-	full := len(s.seen) >= s.max
-	s.mu.RUnlock()
-	if ok {
-		return v
-	}
-	if full {
-		return OtherLabel
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.seen[v]; ok {
-		return v
-	}
-	if len(s.seen) >= s.max {
-		return OtherLabel
-	}
-	// v may be a slice of a request body; keep a copy of our own.
-	v = strings.Clone(v)
-	s.seen[v] = struct{}{}
-	return v
-}
-
-func truncLabel(v string) string {
-	if len(v) > maxLabelLen {
-		v = v[:maxLabelLen]
-	}
-	return v
-}
-
 // LabelBounds holds the bounds the caller applies to caller-chosen label
 // values. A nil Model keeps model names (truncated to 128 bytes); a nil
-// Workspace records no workspace.
+// Workspace records no workspace. A nil *LabelBounds applies the process's
+// Models and Workspaces.
 type LabelBounds struct {
 	Model     *LabelSet
 	Workspace *LabelSet
@@ -223,34 +142,37 @@ type GenAIRecord struct {
 // RecordGenAI records one upstream attempt in the GenAI metrics and the
 // cost counters. Label values are bounded by b.
 func RecordGenAI(b *LabelBounds, r *GenAIRecord) {
-	var modelSet, wsSet *LabelSet
-	if b != nil {
-		modelSet, wsSet = b.Model, b.Workspace
+	if b == nil {
+		b = defaultBounds
 	}
 	op := OperationName(r.Operation)
 	provider := ProviderName(r.Provider)
-	model := modelSet.Bound(r.Model)
+	model := b.Model.Bound(r.Model)
 
 	genaiOperationDuration.WithLabelValues(op, provider, model, r.ErrorType).Observe(r.Duration.Seconds())
 	if r.TimeToFirstChunk > 0 {
 		genaiTimeToFirstChunk.WithLabelValues(op, provider, model).Observe(r.TimeToFirstChunk.Seconds())
 	}
-	u := r.Usage
-	if u == nil {
-		return
+	if r.Usage != nil {
+		recordUsage(b, op, provider, model, r.Workspace, r.Usage, r.CostUSD, r.CostKnown)
 	}
+}
+
+// recordUsage records the tokens and the cost of an answer with usage;
+// model is already bounded.
+func recordUsage(b *LabelBounds, op, provider, model, workspace string, u *providers.Usage, usd float64, known bool) {
 	genaiTokenUsage.WithLabelValues(op, provider, model, "input").Observe(float64(u.PromptTokens))
 	genaiTokenUsage.WithLabelValues(op, provider, model, "output").Observe(float64(u.CompletionTokens))
-	if !r.CostKnown {
+	if !known {
 		costUnknownTotal.WithLabelValues(provider, model).Inc()
 		return
 	}
 	ws := ""
-	if wsSet != nil {
-		ws = wsSet.Bound(r.Workspace)
+	if b.Workspace != nil {
+		ws = b.Workspace.Bound(workspace)
 	}
-	if r.CostUSD > 0 {
-		costTotal.WithLabelValues(provider, model, ws).Add(r.CostUSD)
+	if usd > 0 {
+		costTotal.WithLabelValues(provider, model, ws).Add(usd)
 	}
 }
 
@@ -281,17 +203,6 @@ func RecordRetry(provider string) {
 // RecordFallback counts a move past a failed target of provider (a slug).
 func RecordFallback(provider string) {
 	fallbacksTotal.WithLabelValues(ProviderName(provider)).Inc()
-}
-
-// RecordRateLimited counts a request rejected by a policy whose unit is
-// "requests", "tokens" or "cost"; other units count as "other".
-func RecordRateLimited(unit string) {
-	switch unit {
-	case "requests", "tokens", "cost":
-	default:
-		unit = "other"
-	}
-	rateLimitedTotal.WithLabelValues(unit).Inc()
 }
 
 // breakerState normalises gobreaker's state names.

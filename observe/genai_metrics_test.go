@@ -68,8 +68,6 @@ func TestRecordGenAIScrape(t *testing.T) {
 	RecordCacheLookup(providers.OpChat, "DISABLED")
 	RecordRetry("openai")
 	RecordFallback("anthropic")
-	RecordRateLimited("cost")
-	RecordRateLimited("weird")
 	RecordBreakerTransition("openai", "closed", "open")
 	RecordBreakerTransition("openai", "open", "half-open")
 	RecordGuardrailVerdict("input", "regexMatch", "fail")
@@ -93,13 +91,11 @@ func TestRecordGenAIScrape(t *testing.T) {
 		`llm_gateway_cache_lookups_total{cache_status="miss",gen_ai_operation_name="chat"}`:                                                                                            "1",
 		`llm_gateway_retries_total{gen_ai_provider_name="openai"}`:                                                                                                                     "1",
 		`llm_gateway_fallbacks_total{gen_ai_provider_name="anthropic"}`:                                                                                                                "1",
-		`llm_gateway_rate_limited_total{unit="cost"}`:                                                    "1",
-		`llm_gateway_rate_limited_total{unit="other"}`:                                                   "1",
-		`llm_gateway_circuit_breaker_transitions_total{gen_ai_provider_name="openai",state="open"}`:      "1",
-		`llm_gateway_circuit_breaker_transitions_total{gen_ai_provider_name="openai",state="half_open"}`: "1",
-		`llm_gateway_circuit_breakers{gen_ai_provider_name="openai",state="open"}`:                       "0",
-		`llm_gateway_circuit_breakers{gen_ai_provider_name="openai",state="half_open"}`:                  "1",
-		`llm_gateway_guardrail_verdicts_total{check="regexMatch",stage="input",verdict="fail"}`:          "1",
+		`llm_gateway_circuit_breaker_transitions_total{gen_ai_provider_name="openai",state="open"}`:                                                                                    "1",
+		`llm_gateway_circuit_breaker_transitions_total{gen_ai_provider_name="openai",state="half_open"}`:                                                                               "1",
+		`llm_gateway_circuit_breakers{gen_ai_provider_name="openai",state="open"}`:                                                                                                     "0",
+		`llm_gateway_circuit_breakers{gen_ai_provider_name="openai",state="half_open"}`:                                                                                                "1",
+		`llm_gateway_guardrail_verdicts_total{check="regexMatch",stage="input",verdict="fail"}`:                                                                                        "1",
 	}
 	for k, v := range want {
 		if got, ok := s[k]; !ok || got != v {
@@ -131,7 +127,7 @@ func TestLabelSet(t *testing.T) {
 		t.Errorf("allowed value bounded to %q", got)
 	}
 	var none *LabelSet
-	if got := none.Bound(strings.Repeat("y", 300)); len(got) != maxLabelLen {
+	if got := none.Bound(strings.Repeat("y", 300)); len(got) != MaxLabelBytes {
 		t.Errorf("nil set kept %d bytes", len(got))
 	}
 }

@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
@@ -11,92 +12,139 @@ import (
 )
 
 // Label bounds. Every metric series costs memory in the gateway and in the
-// Prometheus that scrapes it, and the model name comes from the client: a
-// client sending made-up model names to a custom host would otherwise add
-// about 30 series per name. So model label values come from a bounded set:
+// Prometheus that scrapes it, and model names and workspaces come from
+// clients: a client sending made-up model names to a custom host would
+// otherwise add about 30 series per name. So such label values come from a
+// bounded set (LabelSet):
 //
-//   - every model named in the configuration (override_params.model in
-//     saved configs, deployment aliases of virtual keys), set on each load;
-//   - the first MaxSeenModels other distinct names the gateway sees answered;
-//   - OtherLabel for everything after that.
+//   - every value named in the configuration (override_params.model in
+//     saved configs, deployment aliases of virtual keys, the workspaces of
+//     gateway keys), replaced on each load;
+//   - the first MaxSeenModels other distinct values seen;
+//   - OtherLabel for everything after that, and for values longer than
+//     MaxLabelBytes or not valid UTF-8.
 //
-// The seen set lives with the collectors, for the life of the process, so
-// a config reload neither resets it nor lets it grow past its bound.
+// The sets live with the collectors, for the life of the process, so a
+// config reload neither resets them nor lets them grow past their bound.
 const (
-	// MaxSeenModels is how many distinct unconfigured model names get
-	// their own label value.
+	// MaxSeenModels is how many distinct unconfigured values of a label
+	// get their own label value.
 	MaxSeenModels = 100
-	// MaxLabelBytes is the longest label value kept; longer names count
+	// MaxLabelBytes is the longest label value kept; longer values count
 	// as OtherLabel.
 	MaxLabelBytes = 128
 	// OtherLabel stands for every value past a label's bound.
 	OtherLabel = "_other"
 )
 
-// modelLabels is the bounded set of model label values.
-type modelLabels struct {
+// LabelSet bounds a label's values: the configured values, plus the first
+// max others seen, are kept; any further value becomes OtherLabel. It is
+// safe for concurrent use; Bound takes no lock for configured values.
+type LabelSet struct {
 	configured atomic.Pointer[map[string]struct{}]
 	mu         sync.RWMutex
 	seen       map[string]struct{}
 	max        int
 }
 
-var models = newModelLabels(MaxSeenModels)
-
-func newModelLabels(max int) *modelLabels {
-	return &modelLabels{seen: make(map[string]struct{}, max), max: max}
+// NewLabelSet returns a set admitting the configured values allow and up
+// to limit further values.
+func NewLabelSet(limit int, allow ...string) *LabelSet {
+	s := &LabelSet{seen: make(map[string]struct{}, limit), max: limit}
+	s.SetConfigured(allow)
+	return s
 }
 
-// SetConfiguredModels declares the models named in the configuration; they
-// always keep their own label value. The llm app calls it on each load.
-func SetConfiguredModels(names []string) {
-	models.setConfigured(names)
-}
-
-func (m *modelLabels) setConfigured(names []string) {
+// SetConfigured replaces the configured values, as a config load does:
+// values seen so far keep their label.
+func (s *LabelSet) SetConfigured(names []string) {
 	set := make(map[string]struct{}, len(names))
 	for _, n := range names {
 		if n != "" && len(n) <= MaxLabelBytes && utf8.ValidString(n) {
 			set[n] = struct{}{}
 		}
 	}
-	m.configured.Store(&set)
+	s.configured.Store(&set)
 }
 
-// label returns the label value for model.
-func (m *modelLabels) label(model string) string {
-	if model == "" {
+// Allow adds configured values, beyond the bound of seen ones.
+func (s *LabelSet) Allow(values ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.configured.Load()
+	names := make([]string, 0, len(values)+len(*old))
+	for n := range *old {
+		names = append(names, n)
+	}
+	s.SetConfigured(append(names, values...))
+}
+
+// Bound returns v when the set holds it or has room for it, else
+// OtherLabel. Empty stays empty. A nil set keeps every value, truncated
+// to MaxLabelBytes.
+func (s *LabelSet) Bound(v string) string {
+	if s == nil {
+		return truncLabel(v)
+	}
+	if v == "" {
 		return ""
 	}
-	if len(model) > MaxLabelBytes || !utf8.ValidString(model) {
+	if len(v) > MaxLabelBytes || !utf8.ValidString(v) {
 		return OtherLabel
 	}
-	if c := m.configured.Load(); c != nil {
-		if _, ok := (*c)[model]; ok {
-			return model
+	if c := s.configured.Load(); c != nil {
+		if _, ok := (*c)[v]; ok {
+			return v
 		}
 	}
-	m.mu.RLock()
-	_, ok := m.seen[model]
-	full := len(m.seen) >= m.max
-	m.mu.RUnlock()
+	s.mu.RLock()
+	_, ok := s.seen[v]
+	full := len(s.seen) >= s.max
+	s.mu.RUnlock()
 	if ok {
-		return model
+		return v
 	}
 	if full {
 		return OtherLabel
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.seen[model]; ok {
-		return model
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.seen[v]; ok {
+		return v
 	}
-	if len(m.seen) >= m.max {
+	if len(s.seen) >= s.max {
 		return OtherLabel
 	}
-	m.seen[model] = struct{}{}
-	return model
+	// v may be a slice of a request body; keep a copy of our own.
+	v = strings.Clone(v)
+	s.seen[v] = struct{}{}
+	return v
 }
+
+func truncLabel(v string) string {
+	if len(v) > MaxLabelBytes {
+		v = v[:MaxLabelBytes]
+	}
+	return v
+}
+
+// Models and Workspaces are the process's bounds of the model and
+// workspace labels, used by every metric that carries them.
+var (
+	Models     = NewLabelSet(MaxSeenModels)
+	Workspaces = NewLabelSet(MaxSeenModels)
+)
+
+// defaultBounds applies Models and Workspaces.
+var defaultBounds = &LabelBounds{Model: Models, Workspace: Workspaces}
+
+// SetConfiguredModels declares the models named in the configuration; they
+// always keep their own label value. The llm app calls it on each load.
+func SetConfiguredModels(names []string) { Models.SetConfigured(names) }
+
+// SetConfiguredWorkspaces declares the workspaces of the configured
+// gateway keys. The llm app calls it on each load.
+func SetConfiguredWorkspaces(ids []string) { Workspaces.SetConfigured(ids) }
 
 // providerLabel keeps the provider label to registered provider slugs (and
 // "gateway" for the gateway's own answers).

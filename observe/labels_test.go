@@ -14,8 +14,8 @@ import (
 )
 
 func TestModelLabelBound(t *testing.T) {
-	m := newModelLabels(3)
-	m.setConfigured([]string{"gpt-configured"})
+	m := NewLabelSet(3)
+	m.SetConfigured([]string{"gpt-configured"})
 	tests := []struct{ in, want string }{
 		{"a", "a"},
 		{"b", "b"},
@@ -29,16 +29,16 @@ func TestModelLabelBound(t *testing.T) {
 		{"bad\xffutf8", OtherLabel},
 	}
 	for _, tt := range tests {
-		if got := m.label(tt.in); got != tt.want {
-			t.Errorf("label(%q) = %q, want %q", tt.in, got, tt.want)
+		if got := m.Bound(tt.in); got != tt.want {
+			t.Errorf("Bound(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 	// A reload replaces the configured set but keeps the seen one.
-	m.setConfigured([]string{"other-configured"})
-	if got := m.label("gpt-configured"); got != OtherLabel {
+	m.SetConfigured([]string{"other-configured"})
+	if got := m.Bound("gpt-configured"); got != OtherLabel {
 		t.Errorf("dropped configured model still labelled %q", got)
 	}
-	if got := m.label("a"); got != "a" {
+	if got := m.Bound("a"); got != "a" {
 		t.Errorf("seen model lost on reload: %q", got)
 	}
 }
@@ -74,7 +74,7 @@ func TestTokenUsageSeriesBounded(t *testing.T) {
 		e.record(start)
 	}
 	// 2 token types × (MaxSeenModels + "_other") × at most 2 providers.
-	if n := series(t, tokenUsage); n > 2*(MaxSeenModels+1)*2 {
+	if n := series(t, genaiTokenUsage); n > 2*(MaxSeenModels+1)*2 {
 		t.Fatalf("%d token usage series for 1000 models", n)
 	}
 	if n := series(t, requestsTotal); n > 2 {

@@ -13,15 +13,13 @@ import (
 // re-registering the same collectors keeps counters monotonic across
 // reloads (research/caddy.md §4.3).
 //
-// Labels never carry keys or tenants. Every label value comes from a
+// Labels never carry keys; the only tenant label is the cost counter's
+// workspace id, bounded like models. Every label value comes from a
 // bounded set: operations and outcomes are enums, providers are registered
 // slugs, and model names are bounded as labels.go describes (configured
 // models, then the first MaxSeenModels seen, then "_other"); the model
 // label is also recorded only for answers a provider accepted.
 var (
-	durationBuckets = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
-	tokenBuckets    = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304}
-
 	requestsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "llm_gateway_requests_total",
 		Help: "Requests answered by llm_gateway, by provider, endpoint and status code.",
@@ -30,30 +28,18 @@ var (
 		Name: "llm_gateway_attempts_total",
 		Help: "Attempts per target, by provider and outcome (ok, cache_hit, retry, fallback, breaker_open, timeout, unreachable, error, …).",
 	}, []string{"provider", "outcome"})
-	operationDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "gen_ai_client_operation_duration_seconds",
-		Help:    "Duration of LLM operations through the gateway (OpenTelemetry GenAI gen_ai.client.operation.duration).",
-		Buckets: durationBuckets,
-	}, []string{"gen_ai_operation_name", "gen_ai_provider_name", "error_type"})
-	timeToFirstChunk = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "gen_ai_client_operation_time_to_first_chunk_seconds",
-		Help:    "Time to the first streamed chunk (gen_ai.client.operation.time_to_first_chunk).",
-		Buckets: durationBuckets,
-	}, []string{"gen_ai_operation_name", "gen_ai_provider_name"})
-	tokenUsage = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "gen_ai_client_token_usage",
-		Help:    "Tokens used per request as the provider reported them (gen_ai.client.token.usage).",
-		Buckets: tokenBuckets,
-	}, []string{"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model", "gen_ai_token_type"})
-
-	collectors = []prometheus.Collector{requestsTotal, attemptsTotal, operationDuration, timeToFirstChunk, tokenUsage}
+	collectors = []prometheus.Collector{requestsTotal, attemptsTotal}
 )
 
-// RegisterMetrics registers the gateway's collectors into reg, which may
-// already hold them from an earlier load.
+// RegisterMetrics registers the gateway's collectors, the GenAI ones of
+// genai_metrics.go included, into reg, which may already hold them from
+// an earlier load.
 func RegisterMetrics(reg *prometheus.Registry) error {
 	if reg == nil {
 		return nil
+	}
+	if err := RegisterGenAIMetrics(reg); err != nil {
+		return err
 	}
 	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {
@@ -66,30 +52,34 @@ func RegisterMetrics(reg *prometheus.Registry) error {
 	return nil
 }
 
-// record adds the entry to the metrics. Control-plane requests (no
-// provider) are counted under provider "gateway".
-func (e *Entry) record(now time.Time) {
+// record adds the entry to the request metrics. Control-plane requests
+// (no provider) are counted under provider "gateway". The per-attempt
+// GenAI durations are recorded by the attempts themselves (RecordGenAI);
+// the request's tokens and cost are recorded here, once, from the usage
+// of the answer the client got, for answers a provider accepted and that
+// did not come from the cache.
+func (e *Entry) record(time.Time) {
 	provider := e.Provider
 	if provider == "" {
 		provider = "gateway"
 	}
 	provider = providerLabel(provider)
-	op := string(e.Operation)
-	requestsTotal.WithLabelValues(provider, op, strconv.Itoa(e.Status)).Inc()
+	requestsTotal.WithLabelValues(provider, string(e.Operation), strconv.Itoa(e.Status)).Inc()
 	for _, a := range e.Attempts {
 		attemptsTotal.WithLabelValues(providerLabel(a.Provider), a.Outcome).Inc()
+		switch a.Outcome {
+		case "retry":
+			RecordRetry(providerLabel(a.Provider))
+		case "fallback":
+			RecordFallback(providerLabel(a.Provider))
+		}
 	}
-	errType := ""
-	if e.Status >= 400 || e.Status == 0 {
-		errType = strconv.Itoa(e.Status)
+	RecordCacheLookup(e.Operation, e.CacheState)
+	if e.Usage == nil || e.Status < 200 || e.Status >= 300 || cacheHit(e.CacheState) || provider == "gateway" || provider == OtherLabel {
+		return
 	}
-	operationDuration.WithLabelValues(op, provider, errType).Observe(now.Sub(e.Start).Seconds())
-	if e.Stream && !e.FirstByte.IsZero() {
-		timeToFirstChunk.WithLabelValues(op, provider).Observe(e.FirstByte.Sub(e.Start).Seconds())
-	}
-	if e.Usage != nil && e.Status >= 200 && e.Status < 300 {
-		model := models.label(e.Model)
-		tokenUsage.WithLabelValues(op, provider, model, "input").Observe(float64(e.Usage.PromptTokens))
-		tokenUsage.WithLabelValues(op, provider, model, "output").Observe(float64(e.Usage.CompletionTokens))
-	}
+	recordUsage(defaultBounds, OperationName(e.Operation), ProviderName(provider), Models.Bound(e.Model), e.Workspace, e.Usage, e.CostUSD, e.CostKnown)
 }
+
+// cacheHit reports an x-gateway-cache-status of an answer from the cache.
+func cacheHit(status string) bool { return status == "HIT" || status == "SEMANTIC HIT" }

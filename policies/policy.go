@@ -15,7 +15,13 @@ import (
 const (
 	TypeRequests = "requests"
 	TypeTokens   = "tokens"
+	// TypeCost limits spend: Value is in US dollars, counted in whole
+	// micro-dollars (MicroUSD per dollar) so that counters stay integers.
+	TypeCost = "cost"
 )
+
+// MicroUSD is the number of units a cost policy counts per US dollar.
+const MicroUSD = 1_000_000
 
 // Values of Policy.Unit: the length of the window the limit applies to.
 const (
@@ -53,8 +59,8 @@ type GroupBy struct {
 	Key string `json:"key"`
 }
 
-// Policy is a rate-limit policy record as the spec defines it: requests or
-// tokens per minute, hour or day, for the requests matching Conditions,
+// Policy is a rate-limit policy record as the spec defines it: requests,
+// tokens or US dollars (cost) per minute, hour or day, for the requests matching Conditions,
 // counted separately for each distinct tuple of the GroupBy attributes.
 type Policy struct {
 	ID             string      `json:"id"`
@@ -93,6 +99,9 @@ func (p *Policy) Window() time.Duration {
 // nothing should be written as such, not reached by rounding.
 func (p *Policy) Limit() int64 {
 	v := p.Value
+	if p.Type == TypeCost {
+		v *= MicroUSD
+	}
 	if math.IsNaN(v) || v < 1 {
 		return 1
 	}
@@ -101,6 +110,11 @@ func (p *Policy) Limit() int64 {
 	}
 	return int64(v)
 }
+
+// CountsUsage reports whether the policy counts what a request used
+// (tokens, cost): such policies reserve an estimate at admission and are
+// settled on the usage the provider reported.
+func (p *Policy) CountsUsage() bool { return p.Type == TypeTokens || p.Type == TypeCost }
 
 // Clone returns a deep copy, so that a store's records cannot be changed
 // through a pointer the caller keeps.
@@ -139,11 +153,11 @@ func indexed(list string, i int, field string) string {
 // layer fills them from the gateway key when the client omits them.
 func (p *Policy) ValidateBody() error {
 	switch p.Type {
-	case TypeRequests, TypeTokens:
+	case TypeRequests, TypeTokens, TypeCost:
 	case "":
-		return fieldErr("type", "is required; one of requests, tokens")
+		return fieldErr("type", "is required; one of requests, tokens, cost")
 	default:
-		return fieldErr("type", "must be one of requests, tokens")
+		return fieldErr("type", "must be one of requests, tokens, cost")
 	}
 	switch p.Unit {
 	case UnitRPM, UnitRPH, UnitRPD:

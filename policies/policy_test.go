@@ -46,6 +46,16 @@ func TestPolicyWindowAndLimit(t *testing.T) {
 			t.Errorf("value %v: Limit = %d, want %d", c.value, got, c.limit)
 		}
 	}
+	// Cost policies count micro-dollars.
+	for _, c := range []struct {
+		usd   float64
+		limit int64
+	}{{1, 1_000_000}, {0.25, 250_000}, {1e15, int64(MaxValue)}} {
+		p := &Policy{Type: TypeCost, Unit: UnitRPD, Value: c.usd}
+		if got := p.Limit(); got != c.limit {
+			t.Errorf("cost %v: Limit = %d, want %d", c.usd, got, c.limit)
+		}
+	}
 }
 
 func TestValidateBody(t *testing.T) {
@@ -63,7 +73,7 @@ func TestValidateBody(t *testing.T) {
 		}, ""},
 		{"valid fractional value", func(p *Policy) { p.Value = 0.5 }, ""},
 		{"missing type", func(p *Policy) { p.Type = "" }, "type"},
-		{"bad type", func(p *Policy) { p.Type = "cost" }, "type"},
+		{"bad type", func(p *Policy) { p.Type = "dollars" }, "type"},
 		{"missing unit", func(p *Policy) { p.Unit = "" }, "unit"},
 		{"bad unit", func(p *Policy) { p.Unit = "rps" }, "unit"},
 		{"zero value", func(p *Policy) { p.Value = 0 }, "value"},

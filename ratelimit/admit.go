@@ -193,7 +193,7 @@ func (q *request) match(p *policies.Policy) int {
 			if !ok {
 				return noMatch
 			}
-			if !q.bodyDone && (p.Type == policies.TypeTokens || p.Needs()&policies.PendingModel != 0) {
+			if !q.bodyDone && (p.CountsUsage() || p.Needs()&policies.PendingModel != 0) {
 				return needsBody
 			}
 			return isMatch
@@ -307,12 +307,13 @@ func (h *Handler) consume(ctx context.Context, q *request, cands []*policies.Pol
 	v := new(verdict)
 	v.grants = v.buf[:0]
 	v.keyName, v.workspace = q.attrs.APIKey, q.attrs.WorkspaceID
-	estimate := int64(-1)
+	estimate, spend := int64(-1), int64(-1)
 	for _, p := range cands {
 		q.fill(p.Needs())
 		limit := p.Limit()
 		cost := int64(1)
-		if p.Type == policies.TypeTokens {
+		switch p.Type {
+		case policies.TypeTokens:
 			if estimate < 0 {
 				estimate = estimateTokens(q.body, q.size)
 			}
@@ -320,6 +321,11 @@ func (h *Handler) consume(ctx context.Context, q *request, cands []*policies.Pol
 			// capped, a large request runs when the window is empty and
 			// settlement charges what it really used.
 			cost = min(estimate, limit)
+		case policies.TypeCost:
+			if spend < 0 {
+				spend = h.estimateSpend(q)
+			}
+			cost = min(spend, limit)
 		}
 		if h.st.down.failFast() {
 			h.refund(ctx, v.grants)
@@ -381,12 +387,12 @@ func (h *Handler) refund(ctx context.Context, grants []grant) {
 	}
 }
 
-// registerSettlement asks llm_gateway to report the outcome, so token
-// reservations are settled against the usage the provider reported.
+// registerSettlement asks llm_gateway to report the outcome, so token and
+// cost reservations are settled against the usage the provider reported.
 func (h *Handler) registerSettlement(r *http.Request, grants []grant) {
 	tokens := false
 	for i := range grants {
-		if grants[i].policy.Type == policies.TypeTokens {
+		if grants[i].policy.CountsUsage() {
 			tokens = true
 			break
 		}

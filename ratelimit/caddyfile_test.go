@@ -61,11 +61,11 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		}`, wantErr: `policy "p": value is required`},
 		{name: "bad type", input: `llm_ratelimit {
 			policy p {
-				type cost
+				type dollars
 				unit rpm
 				value 1
 			}
-		}`, wantErr: "type: must be one of requests, tokens"},
+		}`, wantErr: "type: must be one of requests, tokens, cost"},
 		{name: "missing type", input: `llm_ratelimit {
 			policy p {
 				unit rpm

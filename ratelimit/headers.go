@@ -39,6 +39,10 @@ const noRetryAfter = time.Minute
 func setHeaders(h http.Header, v *verdict) {
 	var req, tok *grant
 	pick := func(g *grant) {
+		if g.policy.Type == policies.TypeCost {
+			// The x-ratelimit-* headers count requests and tokens only.
+			return
+		}
 		cur := &req
 		if g.policy.Type == policies.TypeTokens {
 			cur = &tok
@@ -114,9 +118,14 @@ func rejectMessage(p *policies.Policy, wait time.Duration) string {
 		b.WriteString(p.ID)
 	}
 	b.WriteString(" allows ")
-	b.WriteString(strconv.FormatInt(p.Limit(), 10))
-	b.WriteByte(' ')
-	b.WriteString(p.Type)
+	if p.Type == policies.TypeCost {
+		b.WriteString("US$")
+		b.WriteString(strconv.FormatFloat(float64(p.Limit())/policies.MicroUSD, 'f', -1, 64))
+	} else {
+		b.WriteString(strconv.FormatInt(p.Limit(), 10))
+		b.WriteByte(' ')
+		b.WriteString(p.Type)
+	}
 	b.WriteString(" per ")
 	b.WriteString(unitWord(p.Unit))
 	b.WriteString(". Retry after ")

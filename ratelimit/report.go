@@ -21,7 +21,7 @@ import (
 // types, three units): never a policy id, key or tenant.
 var rejectionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "llm_gateway_ratelimit_rejections_total",
-	Help: "Requests llm_ratelimit answered with 429, by the refusing policy's type (requests, tokens) and unit (rpm, rph, rpd).",
+	Help: "Requests llm_ratelimit answered with 429, by the refusing policy's type (requests, tokens, cost) and unit (rpm, rph, rpd).",
 }, []string{"type", "unit"})
 
 // registerMetrics registers the handler's collectors into reg, which may

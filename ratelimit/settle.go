@@ -32,15 +32,21 @@ const bytesPerToken = 4
 // unbounded completion reserves nothing for its output; what it produces
 // is charged when it is done.
 func estimateTokens(body []byte, size int64) int64 {
-	prompt := (size + bytesPerToken - 1) / bytesPerToken
+	prompt, out := estimateParts(body, size)
+	return min(prompt+out, maxEstimate)
+}
+
+// estimateParts returns the prompt estimate and the most the request may
+// generate (0 when unbounded), each at most maxEstimate.
+func estimateParts(body []byte, size int64) (prompt, out int64) {
+	prompt = (size + bytesPerToken - 1) / bytesPerToken
 	if prompt < 0 || prompt > maxEstimate {
 		prompt = maxEstimate
 	}
 	if len(body) == 0 {
-		return prompt
+		return prompt, 0
 	}
 	f := gjson.GetManyBytes(body, "max_completion_tokens", "max_tokens", "max_output_tokens", "n")
-	out := int64(0)
 	for _, r := range f[:3] {
 		if r.Type == gjson.Number {
 			out = r.Int()
@@ -48,13 +54,13 @@ func estimateTokens(body []byte, size int64) int64 {
 		}
 	}
 	if out <= 0 {
-		return prompt
+		return prompt, 0
 	}
 	out = min(out, maxEstimate)
 	if n := f[3].Int(); n > 1 {
 		out = min(out*min(n, maxChoices), maxEstimate)
 	}
-	return min(prompt+out, maxEstimate)
+	return prompt, out
 }
 
 // usedTokens is what a finished request is charged on token policies, and
@@ -97,17 +103,21 @@ const settleTimeout = 2 * time.Second
 // settled: an admitted request counts whatever its outcome, a 5xx
 // included, because it did reach the gateway and possibly the provider.
 func (h *Handler) settle(ctx context.Context, lim policies.Limiter, grants []grant, e *observe.Entry) {
-	used, known := usedTokens(e)
-	if !known {
-		return
-	}
+	tokens, tokensKnown := usedTokens(e)
+	spent, spentKnown := usedMicroUSD(e)
 	now := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
 	for i := range grants {
 		g := &grants[i]
 		p := g.policy
-		if p.Type != policies.TypeTokens {
+		var used int64
+		switch {
+		case p.Type == policies.TypeTokens && tokensKnown:
+			used = tokens
+		case p.Type == policies.TypeCost && spentKnown:
+			used = spent
+		default:
 			continue
 		}
 		delta := policies.SettleDelta(g.cost, used, g.at, now, p.Window())

@@ -12,6 +12,8 @@ import (
 
 	"github.com/sony/gobreaker/v2"
 	"go.uber.org/zap"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 )
 
 // Breaker registry tuning.
@@ -212,6 +214,7 @@ func (b *breaker) cooling(now time.Time) bool {
 // stateChanged is gobreaker's callback, called with its lock held: it
 // must not call back into the breaker.
 func (b *breaker) stateChanged(_ string, from, to gobreaker.State) {
+	observe.RecordBreakerTransition(b.provider, from.String(), to.String())
 	now := b.set.now()
 	switch to {
 	case gobreaker.StateOpen:
