@@ -12,6 +12,7 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/guardrails"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 )
@@ -171,6 +172,28 @@ func (gs *guardSession) runBefore(ctx context.Context, t *routing.Target) {
 		Stream:   tb.stream,
 	}
 	gs.cur.before, gs.cur.err = gs.rn.Before(ctx, t.BeforeRequestHooks, &gs.cur.req)
+	recordVerdicts("input", gs.cur.before)
+}
+
+// recordVerdicts counts each check's verdict in the guardrail metric. The
+// label is the check's id, which names a registered check module (an
+// unknown one fails the config), so its values are bounded.
+func recordVerdicts(stage string, r *guardrails.Result) {
+	if r == nil {
+		return
+	}
+	for _, h := range r.Hooks {
+		for _, c := range h.Checks {
+			verdict := "fail"
+			switch {
+			case c.Error != nil:
+				verdict = "error"
+			case c.Verdict:
+				verdict = "pass"
+			}
+			observe.RecordGuardrailVerdict(stage, c.ID, verdict)
+		}
+	}
 }
 
 // holds reports whether a non-stream answer of t must be held for its
@@ -266,6 +289,7 @@ func (s *guardStep) after(ctx context.Context, o routing.Outcome) routing.Outcom
 	if err != nil {
 		return res.fail(apierror.As(err), routing.CauseLocal)
 	}
+	recordVerdicts("output", after)
 	cur.after, rec.after = after, after
 	if after.Denied() {
 		res.held = denyAnswer(cur.before, after)

@@ -128,6 +128,7 @@ func (sg *streamGuard) judge() []byte {
 	if err != nil {
 		return nil // compiled when the request was planned; cannot happen
 	}
+	recordVerdicts("output", after)
 	cur.after = after
 	if !guardrails.HasResults(cur.before, after) {
 		return nil

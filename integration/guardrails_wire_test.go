@@ -88,8 +88,13 @@ const denyHi = `{"id":"no-hi","deny":true,"checks":[{"id":"default.regexMatch","
 func TestGuardrailsInputDeny(t *testing.T) {
 	up := newFakeOpenAI(t)
 	loadFresh(t, site{})
+	metricsBefore := scrapeMetrics(t)
 	client := guardClient(t, guardConfig(up, `"before_request_hooks":[`+denyHi+`]`), "x-gateway-trace-id", "guard-deny-1")
 	apiErr, hr := sdkDenial(t, client)
+	verdicts := `llm_gateway_guardrail_verdicts_total{check="default.regexMatch",stage="input",verdict="fail"}`
+	if got := scrapeMetrics(t)[verdicts] - metricsBefore[verdicts]; got != 1 {
+		t.Fatalf("%s grew by %v, want 1", verdicts, got)
+	}
 	if apiErr.Type != "hooks_failed" || !strings.Contains(apiErr.Message, "hook_results") || apiErr.Code != "" || apiErr.Param != "" {
 		t.Fatalf("envelope: type %q message %q code %q param %q", apiErr.Type, apiErr.Message, apiErr.Code, apiErr.Param)
 	}
