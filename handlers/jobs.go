@@ -129,7 +129,7 @@ func (g *Gateway) mergedBatchList(r *http.Request, q *Request, f *flight, caller
 	}
 	raw := make(map[*batches.Batch]json.RawMessage)
 	in := &Input{Method: http.MethodGet, Path: "/v1/batches?limit=" + strconv.Itoa(maxProviderBatches),
-		Header: q.ClientHeader, Identity: q.Identity}
+		Header: plainHeader(q.ClientHeader), Identity: q.Identity}
 	ctx := context.WithValue(r.Context(), providerJobsKey{}, true)
 	res, err := g.Run(ctx, in)
 	if err != nil {
@@ -206,9 +206,17 @@ type batchRunner struct{ g *Gateway }
 // Run implements batches.Runner.
 func (b batchRunner) Run(ctx context.Context, c batches.Caller, method, path string, header http.Header, body []byte) (int, []byte, error) {
 	id := &app.Identity{Name: c.Name, WorkspaceID: c.WorkspaceID, OrganisationID: c.OrganisationID}
-	res, err := b.g.Run(ctx, &Input{Method: method, Path: path, Header: header, Body: body, Identity: id})
+	res, err := b.g.Run(ctx, &Input{Method: method, Path: path, Header: plainHeader(header), Body: body, Identity: id})
 	if err != nil {
 		return 0, nil, err
 	}
 	return res.Status, res.Body, nil
+}
+
+// plainHeader is h without Accept-Encoding, so answers held in memory
+// (batch results, a provider list to merge) arrive uncompressed.
+func plainHeader(h http.Header) http.Header {
+	h = h.Clone()
+	h.Del("Accept-Encoding")
+	return h
 }
