@@ -206,3 +206,38 @@ func TestBatchesManagedCancelDuringRun(t *testing.T) {
 		t.Fatalf("cancelling a cancelled batch: %v", err)
 	}
 }
+
+// TestBatchesManagedLinesRunAsCaller checks that each line of a managed
+// batch is a request of its own in the log, attributed to the key that
+// created the batch, though the batch holds no gateway key.
+func TestBatchesManagedLinesRunAsCaller(t *testing.T) {
+	up := fakeAnthropic(t, fixture(t, "anthropic", "response_text.json"), nil)
+	loadProviderSite(t)
+	client := anthropicClient(up)
+	ctx := context.Background()
+	f, err := client.Files.New(ctx, openai.FileNewParams{File: openai.File(bytes.NewReader(batchInput(2, 0)), "in.jsonl", "application/jsonl"), Purpose: openai.FilePurposeBatch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := client.Batches.New(ctx, openai.BatchNewParams{InputFileID: f.ID, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions, CompletionWindow: "immediate"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitBatch(t, client, b.ID, openai.BatchStatusCompleted)
+	lines := 0
+	for _, l := range gatewayLogLines(t) {
+		if gjson.Get(l, "endpoint").Str != "chat.completions" {
+			continue
+		}
+		lines++
+		if gjson.Get(l, "api_key_name").Str != "test" || gjson.Get(l, "provider").Str != "anthropic" || gjson.Get(l, "status").Int() != 200 {
+			t.Fatalf("line logged as %s", l)
+		}
+		if strings.Contains(l, gatewayKey) {
+			t.Fatal("gateway key in the log")
+		}
+	}
+	if lines != 2 {
+		t.Fatalf("%d chat entries logged, want 2", lines)
+	}
+}
