@@ -15,6 +15,7 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/batches"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/files"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/jobs"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
@@ -37,11 +38,17 @@ func (g *Gateway) serveJobs(r *http.Request, q *Request, f *flight) (bool, error
 	if err := jobs.Check(r.Method, q.URLPath, r.URL.Query(), q.Call.Body); err != nil {
 		return false, err
 	}
-	slug := g.jobProvider(r, q)
+	slug, planErr := g.jobProvider(q)
 	id, _, _ := strings.Cut(rest, "/")
 	ws := q.Identity.WorkspaceID
 	switch area {
 	case "fine_tuning":
+		if planErr != nil {
+			return false, planErr
+		}
+		if slug == "" {
+			return false, apierror.BadRequest("provider", "fine-tuning jobs need a single provider target: name it with the %sprovider header, a virtual key or a one-target config", ingress.Prefix).WithCode("unsupported_provider")
+		}
 		return false, jobs.CheckFineTuningProvider(slug)
 	case "files":
 		local := files.IsGatewayID(id) || (id == "" && !jobs.ProviderHasFilesAPI(slug))
@@ -86,18 +93,19 @@ func jobArea(path string) (area, rest string) {
 
 // jobProvider is the provider slug the request routes to: that of its
 // only target, or "" when the routing headers name none, several or an
-// invalid plan (managed batches route each line on their own). A plan
-// resolved here is kept for the pass-through.
-func (g *Gateway) jobProvider(r *http.Request, q *Request) string {
+// invalid plan (then with the plan's error; files and managed batches do
+// without, each batch line being routed on its own). A plan resolved here
+// is kept for the pass-through.
+func (g *Gateway) jobProvider(q *Request) (string, error) {
 	p, err := routing.Resolve(q.RouteHeader, g.app, g.configs)
 	if err != nil || p == nil {
-		return ""
+		return "", err
 	}
 	q.Plan = p
 	if len(p.Leaves) != 1 {
-		return ""
+		return "", nil
 	}
-	return p.Leaves[0].Settings.Provider
+	return p.Leaves[0].Settings.Provider, nil
 }
 
 // control answers a request the gateway serves itself, through the

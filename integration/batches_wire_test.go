@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -239,5 +240,42 @@ func TestBatchesManagedLinesRunAsCaller(t *testing.T) {
 	}
 	if lines != 2 {
 		t.Fatalf("%d chat entries logged, want 2", lines)
+	}
+}
+
+// TestBatchesFineTuningProviderChecks refuses fine-tuning for requests
+// that name no single provider with fine-tuning, before any call.
+func TestBatchesFineTuningProviderChecks(t *testing.T) {
+	anth := fakeAnthropic(t, nil, nil)
+	loadProviderSite(t)
+	ctx := context.Background()
+	tests := []struct {
+		name   string
+		client openai.Client
+		param  string
+		want   string // in the message
+	}{
+		{"no routing headers", newClient(), "x-gateway-provider", "no provider"},
+		{"two targets", newClient("x-gateway-config", `{"strategy":{"mode":"fallback"},"targets":[{"provider":"openai","api_key":"sk-a"},{"provider":"anthropic","api_key":"sk-b"}]}`), "provider", "single provider target"},
+		{"anthropic", anthropicClient(anth), "provider", "anthropic"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tt.client.FineTuning.Jobs.New(ctx, openai.FineTuningJobNewParams{Model: "m", TrainingFile: "file-abc", Suffix: openai.String("x"),
+				Method: openai.FineTuningJobNewParamsMethod{Type: "supervised"}})
+			var apiErr *openai.Error
+			if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != tt.param || !strings.Contains(apiErr.Message, tt.want) {
+				t.Fatalf("create: %v %s", err, apiErr.RawJSON())
+			}
+			_, err = tt.client.FineTuning.Jobs.List(ctx, openai.FineTuningJobListParams{})
+			if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != tt.param {
+				t.Fatalf("list: %v", err)
+			}
+		})
+	}
+	anth.mu.Lock()
+	defer anth.mu.Unlock()
+	if len(anth.seen) != 0 {
+		t.Fatalf("provider called %d times", len(anth.seen))
 	}
 }
