@@ -127,6 +127,10 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	g.router = routing.NewRouter()
 	g.router.Breakers = g.breakers
 	g.configs = routing.NewConfigCache(1024)
+	// Managed batch lines run through the newest config's pipeline.
+	if eng := g.app.Batches(); eng != nil {
+		eng.SetRunner(batchRunner{g})
+	}
 	return nil
 }
 

@@ -95,7 +95,7 @@ func (g *Gateway) parse(r *http.Request, f *flight) (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	id, ok := g.app.Authenticate(hdr.APIKey)
+	id, ok := g.authenticate(r, hdr.APIKey)
 	if !ok {
 		msg := "missing gateway API key: send it in the " + ingress.Prefix + ingress.APIKey + " header"
 		if hdr.APIKey != "" {

@@ -9,6 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
@@ -20,6 +21,10 @@ type Input struct {
 	Path   string
 	Header http.Header
 	Body   []byte
+	// Identity, when set, is the caller, already authenticated (a
+	// managed batch's creator): the request runs as it without a
+	// gateway key, since batches store no secrets.
+	Identity *app.Identity
 }
 
 // Result is the complete answer to an Input.
@@ -57,6 +62,9 @@ func (g *Gateway) Run(ctx context.Context, in *Input) (*Result, error) {
 	if in.Header != nil {
 		req.Header = in.Header.Clone()
 	}
+	if in.Identity != nil {
+		req = req.WithContext(context.WithValue(req.Context(), identityKey{}, in.Identity))
+	}
 	req.RemoteAddr = "127.0.0.1:0"
 	w := &memoryWriter{header: make(http.Header), max: g.MaxResponseBody}
 	// A server of its own: no access log, so the gateway writes its own
@@ -72,6 +80,19 @@ func (g *Gateway) Run(ctx context.Context, in *Input) (*Result, error) {
 		return out, ErrIncomplete
 	}
 	return out, nil
+}
+
+// identityKey carries Input.Identity. Only Run sets it, so no client
+// can present an identity without a key.
+type identityKey struct{}
+
+// authenticate returns the caller of r: the identity Run was given, else
+// the holder of the presented gateway key.
+func (g *Gateway) authenticate(r *http.Request, presented string) (*app.Identity, bool) {
+	if id, ok := r.Context().Value(identityKey{}).(*app.Identity); ok && id != nil {
+		return id, true
+	}
+	return g.app.Authenticate(presented)
 }
 
 // memoryWriter is the in-memory client of Run.

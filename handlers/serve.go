@@ -83,6 +83,9 @@ func (g *Gateway) serve(r *http.Request, f *flight) error {
 		return err
 	}
 	f.q = q
+	if done, err := g.serveJobs(r, q, f); done || err != nil {
+		return err
+	}
 	var st *Stages
 	if g.Stages != nil {
 		st = g.Stages.Stages(q)

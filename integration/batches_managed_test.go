@@ -1,9 +1,6 @@
-//go:build batches_wired
-
-// These tests need the handler to route /v1/files, /v1/batches and
-// /v1/fine_tuning to the jobs, files and batches packages (see the
-// README's "Files, batches and fine-tuning"); the build tag comes off when
-// that wiring lands.
+// Managed batches, provider job checks and fine-tuning routing, end to
+// end through the handler's /v1/files, /v1/batches and /v1/fine_tuning
+// routing (see the README's "Files, batches and fine-tuning").
 
 package integration
 

@@ -1,0 +1,230 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/batches"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/files"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/jobs"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
+)
+
+// maxProviderBatches is how many of the provider's newest batches a
+// merged GET /v1/batches reads (one provider page, OpenAI's maximum).
+const maxProviderBatches = 100
+
+// serveJobs routes the files, batches and fine-tuning APIs of an
+// authenticated request: it checks job requests before any provider call,
+// answers what the gateway keeps (its file store, managed batches) and
+// reports done; anything else (provider files, provider batches,
+// fine-tuning) continues down the pipeline and is passed through.
+func (g *Gateway) serveJobs(r *http.Request, q *Request, f *flight) (bool, error) {
+	area, rest := jobArea(q.Call.Path)
+	if area == "" || r.Context().Value(providerJobsKey{}) != nil {
+		return false, nil
+	}
+	if err := jobs.Check(r.Method, q.URLPath, r.URL.Query(), q.Call.Body); err != nil {
+		return false, err
+	}
+	slug, planErr := g.jobProvider(q)
+	id, _, _ := strings.Cut(rest, "/")
+	ws := q.Identity.WorkspaceID
+	switch area {
+	case "fine_tuning":
+		if planErr != nil {
+			return false, planErr
+		}
+		if slug == "" {
+			return false, apierror.BadRequest("provider", "fine-tuning jobs need a single provider target: name it with the %sprovider header, a virtual key or a one-target config", ingress.Prefix).WithCode("unsupported_provider")
+		}
+		return false, jobs.CheckFineTuningProvider(slug)
+	case "files":
+		local := files.IsGatewayID(id) || (id == "" && !jobs.ProviderHasFilesAPI(slug))
+		if !local {
+			return false, nil
+		}
+		g.control(r, q, f, "files", func(w http.ResponseWriter, r *http.Request) {
+			g.app.Files().ServeFiles(w, r, ws)
+		})
+		return true, nil
+	}
+	caller := batches.Caller{Name: q.Identity.Name, WorkspaceID: ws, OrganisationID: q.Identity.OrganisationID}
+	eng := g.app.Batches()
+	switch {
+	case id == "" && r.Method == http.MethodPost:
+		if slug != "" && !batches.UseManaged(slug, q.Call.Body) {
+			return false, nil
+		}
+	case id == "" && r.Method == http.MethodGet:
+		if jobs.ProviderHasBatchAPI(slug) {
+			return true, g.mergedBatchList(r, q, f, caller)
+		}
+	case !batches.IsManagedID(id):
+		return false, nil
+	}
+	g.control(r, q, f, "batches", func(w http.ResponseWriter, r *http.Request) {
+		eng.ServeBatches(w, r, caller, q.Call.Body)
+	})
+	return true, nil
+}
+
+// jobArea splits a path after /v1 into its job API ("files", "batches",
+// "fine_tuning") and the rest after it, without slashes; "" for others.
+func jobArea(path string) (area, rest string) {
+	for _, a := range [...]string{"files", "batches", "fine_tuning"} {
+		if r, ok := strings.CutPrefix(path, "/"+a); ok && (r == "" || r[0] == '/') {
+			return a, strings.Trim(r, "/")
+		}
+	}
+	return "", ""
+}
+
+// jobProvider is the provider slug the request routes to: that of its
+// only target, or "" when the routing headers name none, several or an
+// invalid plan (then with the plan's error; files and managed batches do
+// without, each batch line being routed on its own). A plan resolved here
+// is kept for the pass-through.
+func (g *Gateway) jobProvider(q *Request) (string, error) {
+	p, err := routing.Resolve(q.RouteHeader, g.app, g.configs)
+	if err != nil || p == nil {
+		return "", err
+	}
+	q.Plan = p
+	if len(p.Leaves) != 1 {
+		return "", nil
+	}
+	return p.Leaves[0].Settings.Provider, nil
+}
+
+// control answers a request the gateway serves itself, through the
+// responder's control-plane path; r's body is the one already read.
+func (g *Gateway) control(r *http.Request, q *Request, f *flight, op string, serve func(http.ResponseWriter, *http.Request)) {
+	f.entry.Operation = providers.Operation(op)
+	r2 := r.Clone(r.Context())
+	r2.Body = io.NopCloser(bytes.NewReader(q.Call.Body))
+	r2.ContentLength = int64(len(q.Call.Body))
+	f.entry.Status = f.out.control(func(w http.ResponseWriter) { serve(w, r2) })
+}
+
+// providerJobsKey marks a request Run sends to the provider's own job
+// API, which serveJobs must not route again.
+type providerJobsKey struct{}
+
+// mergedBatchList answers GET /v1/batches for a provider with a batch
+// API: the caller's managed batches and the provider's newest
+// maxProviderBatches, newest first, paged by after and limit.
+func (g *Gateway) mergedBatchList(r *http.Request, q *Request, f *flight, caller batches.Caller) error {
+	query := r.URL.Query()
+	limit, err := jobs.BatchListLimit(query)
+	if err != nil {
+		return err
+	}
+	all, err := g.app.Batches().All(r.Context(), caller.WorkspaceID)
+	if err != nil {
+		return err
+	}
+	raw := make(map[*batches.Batch]json.RawMessage)
+	in := &Input{Method: http.MethodGet, Path: "/v1/batches?limit=" + strconv.Itoa(maxProviderBatches),
+		Header: plainHeader(q.ClientHeader), Identity: q.Identity}
+	ctx := context.WithValue(r.Context(), providerJobsKey{}, true)
+	res, err := g.Run(ctx, in)
+	if err != nil {
+		return apierror.New(http.StatusBadGateway, apierror.TypeUpstream, "the provider's batch list broke off")
+	}
+	if res.Status/100 != 2 {
+		// The provider's error is the answer, as a pass-through would be.
+		g.control(r, q, f, "batches", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", res.Header.Get("Content-Type"))
+			w.WriteHeader(res.Status)
+			_, _ = w.Write(res.Body)
+		})
+		return nil
+	}
+	for _, item := range gjson.GetBytes(res.Body, "data").Array() {
+		b := &batches.Batch{}
+		if json.Unmarshal([]byte(item.Raw), b) != nil || b.ID == "" {
+			continue
+		}
+		raw[b] = json.RawMessage(item.Raw)
+		all = append(all, b)
+	}
+	batches.SortNewestFirst(all)
+	page := pageBatches(all, query.Get("after"), limit)
+	data := make([]json.RawMessage, len(page.Data))
+	for i, b := range page.Data {
+		if data[i] = raw[b]; data[i] == nil {
+			data[i] = b.JSON()
+		}
+	}
+	body, err := json.Marshal(struct {
+		Object  string            `json:"object"`
+		Data    []json.RawMessage `json:"data"`
+		FirstID *string           `json:"first_id"`
+		LastID  *string           `json:"last_id"`
+		HasMore bool              `json:"has_more"`
+	}{"list", data, page.FirstID, page.LastID, page.HasMore})
+	if err != nil {
+		return err
+	}
+	g.control(r, q, f, "batches", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(body)
+	})
+	return nil
+}
+
+// pageBatches returns the page of sorted bs after the batch after (from
+// the start when after is unknown or empty), at most limit long.
+func pageBatches(bs []*batches.Batch, after string, limit int) *batches.Page {
+	start := 0
+	if after != "" {
+		for i, b := range bs {
+			if b.ID == after {
+				start = i + 1
+				break
+			}
+		}
+	}
+	end := min(start+limit, len(bs))
+	p := &batches.Page{Object: "list", Data: bs[start:end], HasMore: end < len(bs)}
+	if len(p.Data) > 0 {
+		p.FirstID, p.LastID = &p.Data[0].ID, &p.Data[len(p.Data)-1].ID
+	}
+	return p
+}
+
+// batchRunner runs managed batch lines through the gateway's whole
+// pipeline as the batch's creator.
+type batchRunner struct{ g *Gateway }
+
+// Run implements batches.Runner.
+func (b batchRunner) Run(ctx context.Context, c batches.Caller, method, path string, header http.Header, body []byte) (int, []byte, error) {
+	id := &app.Identity{Name: c.Name, WorkspaceID: c.WorkspaceID, OrganisationID: c.OrganisationID}
+	res, err := b.g.Run(ctx, &Input{Method: method, Path: path, Header: plainHeader(header), Body: body, Identity: id})
+	if err != nil {
+		return 0, nil, err
+	}
+	return res.Status, res.Body, nil
+}
+
+// plainHeader is h without Accept-Encoding, so answers held in memory
+// (batch results, a provider list to merge) arrive uncompressed.
+func plainHeader(h http.Header) http.Header {
+	h = h.Clone()
+	h.Del("Accept-Encoding")
+	return h
+}
