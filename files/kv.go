@@ -2,107 +2,21 @@ package files
 
 import (
 	"context"
-	"errors"
-	"io/fs"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/kvstore"
 )
 
-// KV is the storage files and batch records live in. certmagic.Storage
-// (what a Caddy module gets from ctx.Storage()) satisfies it; RedisKV
-// adapts a Redis client. Load must return an error wrapping fs.ErrNotExist
-// for a missing key; List returns full keys under prefix (recursive: at
-// any depth, else direct children only) and may return fs.ErrNotExist
-// for an empty prefix.
-type KV interface {
-	Store(ctx context.Context, key string, value []byte) error
-	Load(ctx context.Context, key string) ([]byte, error)
-	Delete(ctx context.Context, key string) error
-	List(ctx context.Context, prefix string, recursive bool) ([]string, error)
-}
+// KV is the storage files and batch records live in (see kvstore.KV).
+type KV = kvstore.KV
 
-// RedisKV keeps records in Redis without expiry (files are deleted by
-// their owners), for gateways that share a Redis instead of a Caddy
-// storage module.
-type RedisKV struct{ client redis.UniversalClient }
+// NewRedisKV returns a KV over client whose keys never expire: files are
+// deleted by their owners.
+func NewRedisKV(client redis.UniversalClient) *kvstore.Redis { return kvstore.NewRedis(client, 0) }
 
-// NewRedisKV returns a KV over client.
-func NewRedisKV(client redis.UniversalClient) *RedisKV { return &RedisKV{client: client} }
-
-// Store implements KV.
-func (r *RedisKV) Store(ctx context.Context, key string, value []byte) error {
-	return r.client.Set(ctx, key, value, 0).Err()
-}
-
-// Load implements KV; a missing key wraps fs.ErrNotExist.
-func (r *RedisKV) Load(ctx context.Context, key string) ([]byte, error) {
-	b, err := r.client.Get(ctx, key).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return nil, fs.ErrNotExist
-	}
-	return b, err
-}
-
-// Delete implements KV.
-func (r *RedisKV) Delete(ctx context.Context, key string) error {
-	return r.client.Del(ctx, key).Err()
-}
-
-// List implements KV with SCAN, so it never blocks Redis as KEYS would.
-func (r *RedisKV) List(ctx context.Context, prefix string, recursive bool) ([]string, error) {
-	prefix = strings.TrimSuffix(prefix, "/") + "/"
-	var out []string
-	it := r.client.Scan(ctx, 0, escapeGlob(prefix)+"*", 1000).Iterator()
-	for it.Next(ctx) {
-		k := it.Val()
-		if !recursive && strings.Contains(k[len(prefix):], "/") {
-			continue
-		}
-		out = append(out, k)
-	}
-	return out, it.Err()
-}
-
-// escapeGlob quotes Redis glob metacharacters in a literal prefix.
-func escapeGlob(s string) string {
-	var b strings.Builder
-	for _, c := range s {
-		switch c {
-		case '*', '?', '[', ']', '\\':
-			b.WriteByte('\\')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
-
-// listAttempts bounds ListKeys' retries.
-const listAttempts = 10
-
-// ListKeys lists keys under prefix, treating a missing prefix as empty.
-// Caddy's file storage walks the folder, and a temporary file of a
-// concurrent atomic write that vanishes mid-walk ends the walk with
-// fs.ErrNotExist and a partial list; ListKeys tells that apart from a
-// missing prefix (with the storage's Exists) and lists again.
+// ListKeys lists keys under prefix, treating a missing prefix as empty
+// (see kvstore.ListKeys).
 func ListKeys(ctx context.Context, kv KV, prefix string, recursive bool) ([]string, error) {
-	type exister interface {
-		Exists(ctx context.Context, key string) bool
-	}
-	for i := 0; ; i++ {
-		keys, err := kv.List(ctx, prefix, recursive)
-		if err == nil {
-			return keys, nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return nil, err
-		}
-		ex, ok := kv.(exister)
-		if !ok || !ex.Exists(ctx, prefix) {
-			return keys, nil
-		}
-		if i+1 == listAttempts {
-			return nil, err
-		}
-	}
+	return kvstore.ListKeys(ctx, kv, prefix, recursive)
 }

@@ -18,7 +18,7 @@ import (
 
 // KV is the storage a Store keeps records in. certmagic.Storage (the
 // storage a Caddy module gets from ctx.Storage()) satisfies it, and
-// RedisKV adapts a Redis client. Load must return an error wrapping
+// NewRedisKV adapts a Redis client. Load must return an error wrapping
 // fs.ErrNotExist for a missing key.
 type KV interface {
 	Store(ctx context.Context, key string, value []byte) error
