@@ -119,11 +119,15 @@ func (e *executor) attemptBody(ctx context.Context, t *routing.Target, try int, 
 	e.logDropped(p, &call, t)
 	res.model = call.Model
 
-	attemptCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// Only a deadline needs a context of the attempt's own: without one
+	// the attempt ends with the request, whose context the proxy watches.
+	attemptCtx := ctx
 	var deadline atomic.Int32
 	var timer *time.Timer
 	if t.RequestTimeoutMS > 0 {
+		var cancel context.CancelFunc
+		attemptCtx, cancel = context.WithCancel(ctx)
+		defer cancel()
 		timer = time.AfterFunc(time.Duration(t.RequestTimeoutMS)*time.Millisecond, func() {
 			if deadline.CompareAndSwap(deadlineRunning, deadlineExpired) {
 				cancel()

@@ -162,6 +162,21 @@ func (g *Gateway) readBody(r *http.Request, out *responder) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, tooLarge(limit)
 	}
+	if r.ContentLength > 0 {
+		// The usual case: the size is declared (and already bounded),
+		// so one exact allocation and no limiting reader; net/http ends
+		// the body at Content-Length.
+		body := make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(r.Body, body); err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				// A request_body limit in front of the gateway.
+				return nil, tooLarge(mbe.Limit)
+			}
+			return nil, apierror.New(http.StatusBadRequest, apierror.TypeInvalidRequest, "could not read the request body")
+		}
+		return body, nil
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(out.w, r.Body, limit))
 	if err != nil {
 		var mbe *http.MaxBytesError

@@ -112,14 +112,75 @@ var cloudFields = map[string]string{
 // so lookups on the hot path index the header map without allocating.
 var canonical = map[string][2]string{}
 
+// names lists every gateway header Parse reads; slots maps the canonical
+// form of each, without its prefix ("Api-Key"), to its index in names, so
+// Parse finds them all in one pass over the request's headers.
+var (
+	names = []string{APIKey, Provider, VirtualKey, Config, CustomHost, TraceID, Metadata,
+		CacheForceRefresh, CacheNamespace, RequestTimeout, ForwardHeaders,
+		CloudBResourceName, CloudBDeploymentID, CloudBAPIVersion, CloudBModelName,
+		CloudCProjectID, CloudCRegion, CloudAAccessKeyID, CloudASecretKey,
+		CloudASessionToken, CloudARegion}
+	slots = map[string]int{}
+)
+
+// Canonical prefixes as they appear in a parsed http.Header.
+var (
+	canonicalPrefix      = http.CanonicalHeaderKey(Prefix + "x")[:len(Prefix)]
+	canonicalAliasPrefix = http.CanonicalHeaderKey(AliasPrefix + "x")[:len(AliasPrefix)]
+)
+
 func init() {
-	names := []string{APIKey, Provider, VirtualKey, Config, CustomHost, TraceID, Metadata,
-		CacheForceRefresh, CacheNamespace, RequestTimeout, ForwardHeaders}
-	for n := range cloudFields {
-		names = append(names, n)
+	if len(names) != numNames || len(cloudFields) != numNames-slotFirstCloud {
+		panic("ingress: names, slots and cloudFields disagree")
 	}
-	for _, n := range names {
+	for i, n := range names {
 		canonical[n] = [2]string{http.CanonicalHeaderKey(Prefix + n), http.CanonicalHeaderKey(AliasPrefix + n)}
+		slots[canonical[n][0][len(Prefix):]] = i
+	}
+}
+
+// values are the gateway headers of one request by slot: [0] under the
+// x-gateway-* prefix, [1] under x-portkey-*.
+type values [numNames][2]string
+
+// Slots of the headers Parse reads, in the order of names; the cloud
+// headers follow from slotFirstCloud.
+const (
+	slotAPIKey = iota
+	slotProvider
+	slotVirtualKey
+	slotConfig
+	slotCustomHost
+	slotTraceID
+	slotMetadata
+	slotCacheForceRefresh
+	slotCacheNamespace
+	slotRequestTimeout
+	slotForwardHeaders
+	slotFirstCloud
+	numNames = slotFirstCloud + 10
+)
+
+// collect reads every gateway header of h in one pass: a request carries
+// a handful of headers, while the gateway knows over twenty names under
+// two prefixes, so walking h beats looking each name up.
+func collect(h http.Header, v *values) {
+	for k, vs := range h {
+		if len(k) <= len(Prefix) || len(vs) == 0 {
+			continue
+		}
+		alias := 0
+		switch k[:len(Prefix)] {
+		case canonicalPrefix:
+		case canonicalAliasPrefix:
+			alias = 1
+		default:
+			continue
+		}
+		if i, ok := slots[k[len(Prefix):]]; ok {
+			(*v)[i][alias] = vs[0]
+		}
 	}
 }
 
@@ -144,70 +205,76 @@ func Get(h http.Header, name string) (v string, alias bool) {
 // naming the header; it never checks credentials (that is the app's job).
 func Parse(h http.Header) (*Headers, error) {
 	out := new(Headers)
-	get := func(name string) string {
-		v, alias := Get(h, name)
-		if alias {
+	var vals values
+	collect(h, &vals)
+	get := func(slot int) string {
+		// The x-gateway-* form wins.
+		v := &vals[slot]
+		if v[0] != "" {
+			return strings.TrimSpace(v[0])
+		}
+		if v[1] != "" {
 			out.Alias = true
 		}
-		return strings.TrimSpace(v)
+		return strings.TrimSpace(v[1])
 	}
-	out.APIKey = get(APIKey)
-	out.Provider = get(Provider)
+	out.APIKey = get(slotAPIKey)
+	out.Provider = get(slotProvider)
 	if out.Provider != "" && !isName(out.Provider, MaxSlugBytes) {
 		return nil, apierror.BadRequest(Prefix+Provider, "header %s%s must be a provider slug (at most %d letters, digits, '-', '_', '.')", Prefix, Provider, MaxSlugBytes)
 	}
 	if hasUpper(out.Provider) {
 		out.Provider = strings.ToLower(out.Provider)
 	}
-	out.VirtualKey = get(VirtualKey)
+	out.VirtualKey = get(slotVirtualKey)
 	if out.VirtualKey != "" && !isName(out.VirtualKey, MaxVirtualKeyBytes) {
 		return nil, apierror.BadRequest(Prefix+VirtualKey, "header %s%s must be a virtual key name (at most %d letters, digits, '-', '_', '.', ':')", Prefix, VirtualKey, MaxVirtualKeyBytes)
 	}
-	out.Config = get(Config)
-	out.CustomHost = get(CustomHost)
-	out.TraceID = get(TraceID)
+	out.Config = get(slotConfig)
+	out.CustomHost = get(slotCustomHost)
+	out.TraceID = get(slotTraceID)
 	if len(out.TraceID) > MaxTraceIDBytes {
 		return nil, apierror.BadRequest(Prefix+TraceID, "header %s%s must be at most %d bytes", Prefix, TraceID, MaxTraceIDBytes)
 	}
-	out.CacheNamespace = get(CacheNamespace)
+	out.CacheNamespace = get(slotCacheNamespace)
 	if vs := h["Authorization"]; len(vs) > 0 {
 		out.Authorization = BearerToken(vs[0])
 	}
 
-	if md := get(Metadata); md != "" {
+	if md := get(slotMetadata); md != "" {
 		m, err := parseMetadata(md)
 		if err != nil {
 			return nil, err
 		}
 		out.Metadata, out.MetadataRaw = m, md
 	}
-	if v := get(CacheForceRefresh); v != "" {
+	if v := get(slotCacheForceRefresh); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
 			return nil, apierror.BadRequest(Prefix+CacheForceRefresh, "header %s%s must be true or false", Prefix, CacheForceRefresh)
 		}
 		out.ForceRefresh = b
 	}
-	if v := get(RequestTimeout); v != "" {
+	if v := get(slotRequestTimeout); v != "" {
 		ms, err := ParseTimeoutMS(v)
 		if err != nil {
 			return nil, err
 		}
 		out.RequestTimeoutMS = ms
 	}
-	if v := get(ForwardHeaders); v != "" {
+	if v := get(slotForwardHeaders); v != "" {
 		fh, err := parseList(v)
 		if err != nil {
 			return nil, apierror.BadRequest(Prefix+ForwardHeaders, "header %s%s must be a comma-separated list or a JSON array of at most %d header names (%d bytes)", Prefix, ForwardHeaders, MaxForwardHeaders, MaxForwardHeadersBytes)
 		}
 		out.ForwardHeaders = fh
 	}
-	for hdr, field := range cloudFields {
-		if v := get(hdr); v != "" {
+	for i := slotFirstCloud; i < numNames; i++ {
+		if v := get(i); v != "" {
 			if out.Cloud == nil {
 				out.Cloud = make(map[string]string, 4)
 			}
-			out.Cloud[field] = v
+			out.Cloud[cloudFields[names[i]]] = v
 		}
 	}
 	return out, nil
