@@ -110,20 +110,38 @@ func (f *sseFilter) Flush() error {
 }
 
 // usageFromJSON reads OpenAI's usage object (chat, completions, embeddings
-// and the Responses API's input/output naming).
+// and the Responses API's input/output naming) in one pass over its keys:
+// it is read for every answer, and a path lookup per field would scan the
+// object once per field.
 func usageFromJSON(u gjson.Result) *providers.Usage {
-	us := &providers.Usage{
-		PromptTokens:     u.Get("prompt_tokens").Int(),
-		CompletionTokens: u.Get("completion_tokens").Int(),
-		TotalTokens:      u.Get("total_tokens").Int(),
-		CachedTokens:     u.Get("prompt_tokens_details.cached_tokens").Int(),
-		ReasoningTokens:  u.Get("completion_tokens_details.reasoning_tokens").Int(),
-	}
+	us := &providers.Usage{}
+	var in, out, inCached, outReasoning int64
+	u.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "prompt_tokens":
+			us.PromptTokens = v.Int()
+		case "completion_tokens":
+			us.CompletionTokens = v.Int()
+		case "total_tokens":
+			us.TotalTokens = v.Int()
+		case "prompt_tokens_details":
+			us.CachedTokens = v.Get("cached_tokens").Int()
+		case "completion_tokens_details":
+			us.ReasoningTokens = v.Get("reasoning_tokens").Int()
+		case "input_tokens":
+			in = v.Int()
+		case "output_tokens":
+			out = v.Int()
+		case "input_tokens_details":
+			inCached = v.Get("cached_tokens").Int()
+		case "output_tokens_details":
+			outReasoning = v.Get("reasoning_tokens").Int()
+		}
+		return true
+	})
 	if us.PromptTokens == 0 && us.CompletionTokens == 0 {
-		us.PromptTokens = u.Get("input_tokens").Int()
-		us.CompletionTokens = u.Get("output_tokens").Int()
-		us.CachedTokens = u.Get("input_tokens_details.cached_tokens").Int()
-		us.ReasoningTokens = u.Get("output_tokens_details.reasoning_tokens").Int()
+		us.PromptTokens, us.CompletionTokens = in, out
+		us.CachedTokens, us.ReasoningTokens = inCached, outReasoning
 	}
 	if us.TotalTokens == 0 {
 		us.TotalTokens = us.PromptTokens + us.CompletionTokens

@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
 const chunkA = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n"
@@ -87,5 +91,31 @@ func TestSSEFilterLineEndings(t *testing.T) {
 		if err := f.Flush(); err != nil || out.String() != tt.stream {
 			t.Fatalf("%s: err %v, got %q", tt.name, err, out.String())
 		}
+	}
+}
+
+func TestUsageFromJSON(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   string
+		want providers.Usage
+	}{
+		{"chat with details", `{"prompt_tokens":24,"completion_tokens":40,"total_tokens":64,"prompt_tokens_details":{"cached_tokens":8},"completion_tokens_details":{"reasoning_tokens":5}}`,
+			providers.Usage{PromptTokens: 24, CompletionTokens: 40, TotalTokens: 64, CachedTokens: 8, ReasoningTokens: 5}},
+		{"total derived", `{"prompt_tokens":3,"completion_tokens":4}`,
+			providers.Usage{PromptTokens: 3, CompletionTokens: 4, TotalTokens: 7}},
+		{"responses naming", `{"input_tokens":10,"output_tokens":2,"total_tokens":12,"input_tokens_details":{"cached_tokens":1},"output_tokens_details":{"reasoning_tokens":2}}`,
+			providers.Usage{PromptTokens: 10, CompletionTokens: 2, TotalTokens: 12, CachedTokens: 1, ReasoningTokens: 2}},
+		{"chat naming wins", `{"prompt_tokens":1,"completion_tokens":1,"input_tokens":9,"output_tokens":9}`,
+			providers.Usage{PromptTokens: 1, CompletionTokens: 1, TotalTokens: 2}},
+		{"embeddings", `{"prompt_tokens":5,"total_tokens":5}`,
+			providers.Usage{PromptTokens: 5, TotalTokens: 5}},
+		{"empty", `{}`, providers.Usage{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := usageFromJSON(gjson.Parse(tc.in)); *got != tc.want {
+				t.Fatalf("got %+v, want %+v", *got, tc.want)
+			}
+		})
 	}
 }
