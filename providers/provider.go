@@ -193,8 +193,14 @@ func JoinURL(base, path, rawQuery string) (*url.URL, error) {
 	if err != nil {
 		return nil, err
 	}
+	return JoinParsedURL(u, path, rawQuery), nil
+}
+
+// JoinParsedURL is JoinURL for a base already parsed; it changes and
+// returns u.
+func JoinParsedURL(u *url.URL, path, rawQuery string) *url.URL {
 	u.Path = strings.TrimRight(u.Path, "/") + path
 	u.RawPath = ""
 	u.RawQuery = rawQuery
-	return u, nil
+	return u
 }

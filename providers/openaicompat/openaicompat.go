@@ -67,22 +67,37 @@ type compat struct{ row Row }
 // Prepare implements providers.Provider.
 func (p *compat) Prepare(c *providers.Call, s *providers.Settings, u *providers.Upstream) error {
 	base := p.row.BaseURL
+	var parsed *url.URL
 	switch {
 	case s.CustomHost != "" && p.row.HostPath != "":
 		base = strings.TrimRight(s.CustomHost, "/") + p.row.HostPath
 	case s.CustomHost != "":
-		base = CustomBase(s.CustomHost)
+		// Parsed once here rather than normalised to a string and
+		// parsed again: this runs for every request with a custom host.
+		if u, err := url.Parse(s.CustomHost); err == nil && u.Host != "" {
+			if strings.Trim(u.Path, "/") == "" {
+				u.Path = "/v1"
+			}
+			parsed = u
+		} else {
+			base = CustomBase(s.CustomHost)
+		}
 	}
-	if base == "" {
+	if base == "" && parsed == nil {
 		return apierror.BadRequest("custom_host", "provider %q needs custom_host (the x-gateway-custom-host header or the config's custom_host)", p.row.Slug)
 	}
 	if s.APIKey == "" && !p.row.KeyOptional {
 		return apierror.Newf(http.StatusUnauthorized, apierror.TypeAuthentication,
 			"no credentials for provider %q: send Authorization: Bearer <provider key>, or use a virtual key", p.row.Slug).WithCode("missing_provider_key")
 	}
-	target, err := providers.JoinURL(base, c.Path, c.RawQuery)
-	if err != nil {
-		return apierror.BadRequest("custom_host", "invalid custom_host")
+	var target *url.URL
+	if parsed != nil {
+		target = providers.JoinParsedURL(parsed, c.Path, c.RawQuery)
+	} else {
+		var err error
+		if target, err = providers.JoinURL(base, c.Path, c.RawQuery); err != nil {
+			return apierror.BadRequest("custom_host", "invalid custom_host")
+		}
 	}
 	u.Method, u.URL, u.Body = c.Method, target, c.Body
 	if s.APIKey != "" {
