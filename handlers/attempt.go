@@ -309,12 +309,15 @@ func (e *executor) held(c *capture, res *result) routing.Outcome {
 		c.header.Set("Content-Type", "application/json")
 	} else {
 		if c.validate {
-			if err := validAnswer(c.call.Op, body); err != nil {
+			usage, err := checkAnswer(c.call.Op, body)
+			if err != nil {
 				return res.fail(apierror.Newf(http.StatusBadGateway, apierror.TypeUpstream,
 					"provider %s returned an invalid response (%v): %q", t.Settings.Provider, err, prefix(body, 256)).WithCode("invalid_upstream_response"), routing.CauseNone)
 			}
+			res.usage = usage
+		} else {
+			res.usage = usageFromBody(body)
 		}
-		res.usage = usageFromBody(body)
 	}
 	if c.store != nil {
 		c.store(body, false)

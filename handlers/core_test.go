@@ -161,24 +161,38 @@ func TestTargetBodies(t *testing.T) {
 	}
 }
 
-func TestValidAnswer(t *testing.T) {
+func TestCheckAnswer(t *testing.T) {
 	tests := []struct {
-		op   providers.Operation
-		body string
-		ok   bool
+		op    providers.Operation
+		body  string
+		ok    bool
+		usage int64 // total tokens read, -1 for none
 	}{
-		{providers.OpChat, `{"choices":[]}`, true},
-		{providers.OpChat, `{"id":"x"}`, false},
-		{providers.OpChat, `<html>`, false},
-		{providers.OpChat, `{"choices":[`, false},
-		{providers.OpCompletions, `{"choices":[{"text":"a"}]}`, true},
-		{providers.OpEmbeddings, `{"data":[]}`, true},
-		{providers.OpEmbeddings, `{"choices":[]}`, false},
-		{providers.OpChat, `{"choices":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`, false},
+		{providers.OpChat, `{"choices":[]}`, true, -1},
+		{providers.OpChat, `{"id":"x","choices":[{"index":0}],"usage":{"prompt_tokens":2,"completion_tokens":3}}`, true, 5},
+		{providers.OpChat, `{"id":"x"}`, false, -1},
+		{providers.OpChat, `{"choices":{}}`, false, -1},
+		{providers.OpChat, `<html>`, false, -1},
+		{providers.OpChat, `{"choices":[`, false, -1},
+		{providers.OpChat, `[{"choices":[]}]`, false, -1},
+		{providers.OpCompletions, `{"choices":[{"text":"a"}]}`, true, -1},
+		{providers.OpEmbeddings, `{"data":[],"usage":{"prompt_tokens":4,"total_tokens":4}}`, true, 4},
+		{providers.OpEmbeddings, `{"choices":[]}`, false, -1},
+		{providers.OpChat, `{"choices":[],"usage":"lots"}`, true, -1},
+		{providers.OpChat, `{"choices":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`, false, -1},
 	}
 	for _, tt := range tests {
-		if err := validAnswer(tt.op, []byte(tt.body)); (err == nil) != tt.ok {
+		usage, err := checkAnswer(tt.op, []byte(tt.body))
+		if (err == nil) != tt.ok {
 			t.Errorf("%s %.40s: %v", tt.op, tt.body, err)
+			continue
+		}
+		got := int64(-1)
+		if usage != nil {
+			got = usage.TotalTokens
+		}
+		if got != tt.usage {
+			t.Errorf("%s %.40s: usage %d, want %d", tt.op, tt.body, got, tt.usage)
 		}
 	}
 }

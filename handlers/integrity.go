@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net/http"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -35,22 +36,46 @@ var (
 	errNoData    = errors.New("no data")
 )
 
-// validAnswer checks a complete 2xx answer of op.
-func validAnswer(op providers.Operation, body []byte) error {
+// checkAnswer checks a complete 2xx answer of op and returns its usage,
+// in one walk over its top-level keys (the answer is read in place, never
+// copied: see view).
+func checkAnswer(op providers.Operation, body []byte) (*providers.Usage, error) {
 	if err := jsonlimit.Object(body); err != nil {
-		return err
+		return nil, err
 	}
+	var choices, data bool
+	var usage *providers.Usage
+	gjson.Parse(view(body)).ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "choices":
+			choices = v.IsArray()
+		case "data":
+			data = v.IsArray()
+		case "usage":
+			if v.IsObject() {
+				usage = usageFromJSON(v)
+			}
+		}
+		return true
+	})
 	switch op {
 	case providers.OpChat, providers.OpCompletions:
-		if !gjson.GetBytes(body, "choices").IsArray() {
-			return errNoChoices
+		if !choices {
+			return nil, errNoChoices
 		}
 	case providers.OpEmbeddings:
-		if !gjson.GetBytes(body, "data").IsArray() {
-			return errNoData
+		if !data {
+			return nil, errNoData
 		}
 	}
-	return nil
+	return usage, nil
+}
+
+// view is b as a string without a copy, for gjson to read. The caller
+// must not change b while the string, or any gjson result taken from it,
+// is in use; usage reading keeps only numbers.
+func view(b []byte) string {
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // isJSONBody reports whether an error answer is JSON: by its content type

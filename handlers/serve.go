@@ -251,7 +251,7 @@ func (f *flight) logSteps(steps []routing.Step) {
 
 // usageFromBody reads usage from a complete JSON answer.
 func usageFromBody(body []byte) *providers.Usage {
-	u := gjson.GetBytes(body, "usage")
+	u := gjson.Get(view(body), "usage")
 	if !u.IsObject() {
 		return nil
 	}

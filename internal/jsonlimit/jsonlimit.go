@@ -90,10 +90,18 @@ func Object(b []byte) error {
 	if err := Check(b); err != nil {
 		return err
 	}
-	if !gjson.ParseBytes(b).IsObject() {
+	// Valid JSON is an object exactly when its first non-space byte
+	// opens one; gjson.ParseBytes would copy all of b to find out.
+	for _, c := range b {
+		if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+			continue
+		}
+		if c == '{' {
+			return nil
+		}
 		return ErrNotObject
 	}
-	return nil
+	return ErrNotObject
 }
 
 // ErrNotObject is returned by Object for valid JSON that is not an object.

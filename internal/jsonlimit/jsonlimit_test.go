@@ -34,11 +34,24 @@ func TestCheck(t *testing.T) {
 }
 
 func TestObject(t *testing.T) {
-	if err := Object([]byte(`[1]`)); !errors.Is(err, ErrNotObject) {
-		t.Fatalf("Object([1]) = %v", err)
-	}
-	if err := Object([]byte(`{}`)); err != nil {
-		t.Fatalf("Object({}) = %v", err)
+	for _, tc := range []struct {
+		in   string
+		want error
+	}{
+		{`{}`, nil},
+		{" \n\t{\"a\":[1,{}]} ", nil},
+		{`[1]`, ErrNotObject},
+		{`[{}]`, ErrNotObject},
+		{`"a{"`, ErrNotObject},
+		{`"{"`, ErrNotObject},
+		{`1`, ErrNotObject},
+		{`null`, ErrNotObject},
+		{`{`, ErrInvalid},
+		{``, ErrInvalid},
+	} {
+		if err := Object([]byte(tc.in)); !errors.Is(err, tc.want) && err != tc.want {
+			t.Errorf("Object(%q) = %v, want %v", tc.in, err, tc.want)
+		}
 	}
 }
 
