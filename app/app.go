@@ -55,6 +55,9 @@ type App struct {
 	batchState
 	// costCatalog adds "price_catalog" (cost.go).
 	costCatalog
+	// admissions holds the llm_ratelimit stages managed batch lines pass
+	// (admission.go).
+	admissions *admissions
 
 	keys        []resolvedKey
 	virtualKeys map[string]*providers.Settings
@@ -103,6 +106,7 @@ func (App) CaddyModule() caddy.ModuleInfo {
 // config fails the load instead of the first request that uses it.
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
+	a.admissions = new(admissions)
 	if err := a.provisionShared(ctx); err != nil {
 		return err
 	}

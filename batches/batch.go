@@ -43,6 +43,10 @@ type Caller struct {
 	Name           string `json:"name"`
 	WorkspaceID    string `json:"workspace_id"`
 	OrganisationID string `json:"organisation_id"`
+	// Admission is the key of the rate-limit stage the batch's creation
+	// passed (app.Admission), empty when its route had none; every line
+	// passes the same stage. Records written before it existed have none.
+	Admission string `json:"admission,omitempty"`
 }
 
 // Runner sends one request through the gateway's pipeline without an HTTP

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"io"
 	"net/http"
 	"strconv"
@@ -61,6 +62,9 @@ func (g *Gateway) serveJobs(r *http.Request, q *Request, f *flight) (bool, error
 		return true, nil
 	}
 	caller := batches.Caller{Name: q.Identity.Name, WorkspaceID: ws, OrganisationID: q.Identity.OrganisationID}
+	// The llm_ratelimit stage that admitted this request, if any: a
+	// managed batch's lines pass it too (see Input.Admission).
+	caller.Admission, _ = caddyhttp.GetVar(r.Context(), app.AdmissionVar).(string)
 	eng := g.app.Batches()
 	switch {
 	case id == "" && r.Method == http.MethodPost:
@@ -214,7 +218,7 @@ type batchRunner struct{ g *Gateway }
 // Run implements batches.Runner.
 func (b batchRunner) Run(ctx context.Context, c batches.Caller, method, path string, header http.Header, body []byte) (int, []byte, error) {
 	id := &app.Identity{Name: c.Name, WorkspaceID: c.WorkspaceID, OrganisationID: c.OrganisationID}
-	res, err := b.g.Run(ctx, &Input{Method: method, Path: path, Header: plainHeader(header), Body: body, Identity: id})
+	res, err := b.g.Run(ctx, &Input{Method: method, Path: path, Header: plainHeader(header), Body: body, Identity: id, Admission: c.Admission})
 	if err != nil {
 		return 0, nil, err
 	}

@@ -25,6 +25,11 @@ type Input struct {
 	// managed batch's creator): the request runs as it without a
 	// gateway key, since batches store no secrets.
 	Identity *app.Identity
+	// Admission, when set, names the rate-limit stage (app.Admission)
+	// the request passes before the pipeline, as a client's request
+	// passes llm_ratelimit: a refusal is the answer, and token policies
+	// are settled when the request is done. It needs Identity.
+	Admission string
 }
 
 // Result is the complete answer to an Input.
@@ -70,6 +75,16 @@ func (g *Gateway) Run(ctx context.Context, in *Input) (*Result, error) {
 	// A server of its own: no access log, so the gateway writes its own
 	// entry, and no client address to trust.
 	req = caddyhttp.PrepareRequest(req, caddy.NewReplacer(), w, &caddyhttp.Server{})
+	if stage, ok := g.app.Admission(in.Admission); ok && in.Identity != nil {
+		if !stage.Admit(w, req, in.Identity) {
+			out := &Result{Status: w.status, Header: w.header, Body: w.body.Bytes()}
+			if out.Status == 0 {
+				// The request's context ended while the limiter decided.
+				return nil, ctx.Err()
+			}
+			return out, nil
+		}
+	}
 	f := g.serveFlight(w, req)
 	out := &Result{Status: w.status, Header: w.header, Body: w.body.Bytes(), TraceID: f.entry.TraceID,
 		Provider: f.entry.Provider, Model: f.entry.Model, Usage: f.entry.Usage}

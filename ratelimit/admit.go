@@ -13,6 +13,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
@@ -54,27 +55,58 @@ var errUnavailable = errors.New("ratelimit: limiter unavailable")
 
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	v, err := h.admit(r)
-	if err != nil {
-		if r.Context().Err() != nil {
-			return nil // the client left while we asked the limiter
-		}
-		// The breaker lets one request probe the limiter every second.
-		w.Header()[hdrRetryAfter] = []string{"1"}
-		apierror.Write(w, apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable,
-			"the rate limiter is unavailable; try again later").WithCode("rate_limiter_unavailable"))
+	if r.Method == http.MethodPost && r.URL.Path == batchesPath {
+		// The gateway stores which stage admitted the batch's creation,
+		// so its lines pass the same one (see Admit).
+		caddyhttp.SetVar(r.Context(), app.AdmissionVar, h.key)
+	}
+	v, ok := h.decide(w, r, nil)
+	if !ok {
 		return nil
 	}
 	if v == nil {
 		return next.ServeHTTP(w, r)
 	}
+	return next.ServeHTTP(newHeaderWriter(w, v), r)
+}
+
+// batchesPath is where managed batches are created.
+const batchesPath = "/v1/batches"
+
+// Admit implements app.Admission: a managed batch line passes the same
+// policies, counters and settlement as a client request on the route the
+// batch was created on, as the batch's creator id.
+func (h *Handler) Admit(w http.ResponseWriter, r *http.Request, id *app.Identity) bool {
+	_, ok := h.decide(w, r, id)
+	return ok
+}
+
+// decide admits r (made by id, or by the holder of its gateway key when
+// id is nil). When r may not proceed it writes the 429 or 503 to w and
+// returns false; when it may, the verdict's headers are set on w and
+// token settlement is registered on r. v is nil when no policy matched.
+func (h *Handler) decide(w http.ResponseWriter, r *http.Request, id *app.Identity) (v *verdict, ok bool) {
+	v, err := h.admit(r, id)
+	if err != nil {
+		if r.Context().Err() != nil {
+			return nil, false // the client left while we asked the limiter
+		}
+		// The breaker lets one request probe the limiter every second.
+		w.Header()[hdrRetryAfter] = []string{"1"}
+		apierror.Write(w, apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable,
+			"the rate limiter is unavailable; try again later").WithCode("rate_limiter_unavailable"))
+		return nil, false
+	}
+	if v == nil {
+		return nil, true
+	}
 	setHeaders(w.Header(), v)
 	if v.refused != nil {
 		h.reject(w, r, v)
-		return nil
+		return nil, false
 	}
 	h.registerSettlement(r, v.grants)
-	return next.ServeHTTP(newHeaderWriter(w, v), r)
+	return v, true
 }
 
 // request is the per-request state of matching: the attributes, of which
@@ -110,7 +142,7 @@ const maxCandidates = 8
 // matches (or the request is not authenticated: the gateway answers 401),
 // and errUnavailable when the limiter failed and the gateway fails closed.
 // In the no-match case it reads no body and allocates nothing.
-func (h *Handler) admit(r *http.Request) (*verdict, error) {
+func (h *Handler) admit(r *http.Request, id *app.Identity) (*verdict, error) {
 	ctx := r.Context()
 	var active []*policies.Policy
 	if h.st.storeLoaded.Load() || !h.st.storeDown.failFast() {
@@ -142,10 +174,12 @@ func (h *Handler) admit(r *http.Request) (*verdict, error) {
 		// completions are inference and are limited like chat.
 		return nil, nil
 	}
-	key, _ := ingress.Get(r.Header, ingress.APIKey)
-	id, ok := h.ctl.Authenticate(strings.TrimSpace(key))
-	if !ok {
-		return nil, nil
+	if id == nil {
+		key, _ := ingress.Get(r.Header, ingress.APIKey)
+		var ok bool
+		if id, ok = h.ctl.Authenticate(strings.TrimSpace(key)); !ok {
+			return nil, nil
+		}
 	}
 	q := request{r: r, h: h}
 	q.attrs.WorkspaceID, q.attrs.OrganisationID, q.attrs.APIKey = id.WorkspaceID, id.OrganisationID, id.Name

@@ -88,7 +88,7 @@ func TestAdmitMatching(t *testing.T) {
 			p := addPolicy(t, ctl, typ, policies.UnitRPM, 100, tt.conds, group...)
 			h := newHandler(t, ctl)
 			r := newRequest(tt.key, []byte(tt.body), tt.headers...)
-			v, err := h.admit(r)
+			v, err := h.admit(r, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -127,7 +127,7 @@ func TestAdmitCounts(t *testing.T) {
 	reqs := addPolicy(t, ctl, policies.TypeRequests, policies.UnitRPM, 3, cond("api_key", "*"), "api_key")
 	h := newHandler(t, ctl)
 	for i := 1; i <= 3; i++ {
-		v, err := h.admit(newRequest("key-alice", []byte(chatBody)))
+		v, err := h.admit(newRequest("key-alice", []byte(chatBody)), nil)
 		if err != nil || v == nil || v.refused != nil {
 			t.Fatalf("request %d: %+v, %v", i, v, err)
 		}
@@ -135,26 +135,26 @@ func TestAdmitCounts(t *testing.T) {
 			t.Fatalf("request %d: remaining %d", i, got)
 		}
 	}
-	v, _ := h.admit(newRequest("key-alice", []byte(chatBody)))
+	v, _ := h.admit(newRequest("key-alice", []byte(chatBody)), nil)
 	if v == nil || v.refused == nil || v.refused.policy.ID != reqs.ID || v.refused.dec.RetryAfter <= 0 {
 		t.Fatalf("4th request: %+v", v)
 	}
 	// bob has his own counter (group_by api_key).
-	if v, _ := h.admit(newRequest("key-bob", []byte(chatBody))); v == nil || v.refused != nil {
+	if v, _ := h.admit(newRequest("key-bob", []byte(chatBody)), nil); v == nil || v.refused != nil {
 		t.Fatalf("bob: %+v", v)
 	}
 
 	ctl = newControl()
 	tok := addPolicy(t, ctl, policies.TypeTokens, policies.UnitRPM, 1000, cond("api_key", "*"), "api_key")
 	h = newHandler(t, ctl)
-	v, _ = h.admit(newRequest("key-alice", []byte(chatBody)))
+	v, _ = h.admit(newRequest("key-alice", []byte(chatBody)), nil)
 	want := estimateTokens([]byte(chatBody), int64(len(chatBody)))
 	if v == nil || v.grants[0].cost != want || v.grants[0].dec.Remaining != 1000-want {
 		t.Fatalf("tokens grant %+v, want cost %d", v.grants[0], want)
 	}
 	// A reservation above the limit is capped at the limit.
 	big := `{"model":"m","max_tokens":5000}`
-	v, _ = h.admit(newRequest("key-bob", []byte(big)))
+	v, _ = h.admit(newRequest("key-bob", []byte(big)), nil)
 	if v == nil || v.grants[0].cost != 1000 || v.refused != nil {
 		t.Fatalf("capped grant %+v", v)
 	}
@@ -170,10 +170,10 @@ func TestAdmitAllOrNothing(t *testing.T) {
 	loose := addPolicy(t, ctl, policies.TypeRequests, policies.UnitRPM, 100, cond("api_key", "*"), "api_key")
 	tight := addPolicy(t, ctl, policies.TypeRequests, policies.UnitRPM, 1, cond("api_key", "*"), "workspace_id")
 	h := newHandler(t, ctl)
-	if v, _ := h.admit(newRequest("key-alice", []byte(chatBody))); v == nil || v.refused != nil || len(v.grants) != 2 {
+	if v, _ := h.admit(newRequest("key-alice", []byte(chatBody)), nil); v == nil || v.refused != nil || len(v.grants) != 2 {
 		t.Fatalf("first: %+v", v)
 	}
-	v, _ := h.admit(newRequest("key-alice", []byte(chatBody)))
+	v, _ := h.admit(newRequest("key-alice", []byte(chatBody)), nil)
 	if v == nil || v.refused == nil || v.refused.policy.ID != tight.ID {
 		t.Fatalf("second: %+v", v)
 	}
@@ -188,11 +188,11 @@ func TestStaticPolicies(t *testing.T) {
 	ctl := newControl()
 	h := newHandler(t, ctl, &StaticPolicy{Name: "global", Type: "requests", Unit: "rpd", Value: 1})
 	for _, key := range []string{"key-alice", "key-carol"} {
-		v, _ := h.admit(newRequest(key, nil))
+		v, _ := h.admit(newRequest(key, nil), nil)
 		if v == nil || v.refused != nil || v.grants[0].policy.ID != StaticID("global") {
 			t.Fatalf("%s first: %+v", key, v)
 		}
-		v, _ = h.admit(newRequest(key, nil))
+		v, _ = h.admit(newRequest(key, nil), nil)
 		if v == nil || v.refused == nil || v.refused.dec.RetryAfter <= noRetryAfter {
 			t.Fatalf("%s second: %+v", key, v)
 		}
@@ -213,7 +213,7 @@ func TestFailMode(t *testing.T) {
 		addPolicy(t, ctl, policies.TypeRequests, policies.UnitRPM, 10, cond("api_key", "*"), "api_key")
 		h := newHandler(t, ctl)
 		for i := 0; i < 3; i++ {
-			if v, err := h.admit(newRequest("key-alice", []byte(chatBody))); v != nil || (err != nil) != closed {
+			if v, err := h.admit(newRequest("key-alice", []byte(chatBody)), nil); v != nil || (err != nil) != closed {
 				t.Fatalf("closed=%v: %+v %v", closed, v, err)
 			}
 		}
@@ -341,7 +341,7 @@ func TestReadBodyBounds(t *testing.T) {
 	big := `{"model":"m","messages":"0123456789"}`
 	r := newRequest("key-alice", []byte(big))
 	r.ContentLength = -1 // unknown: the handler must read to find out
-	v, _ := h.admit(r)
+	v, _ := h.admit(r, nil)
 	if _, shared := ingress.Body(r); shared {
 		t.Fatal("an oversized body was shared")
 	}
@@ -353,7 +353,7 @@ func TestReadBodyBounds(t *testing.T) {
 	}
 
 	r = newRequest("key-alice", []byte("--boundary\r\n"), "Content-Type", "multipart/form-data; boundary=boundary")
-	v, _ = h.admit(r)
+	v, _ = h.admit(r, nil)
 	if _, shared := ingress.Body(r); shared || v == nil || v.grants[0].cost != 0 {
 		t.Fatalf("multipart: shared %v, %+v", shared, v)
 	}
@@ -366,7 +366,7 @@ func TestStoreFailure(t *testing.T) {
 		ctl := newControl()
 		ctl.store, ctl.failClosed = brokenStore{ctl.store}, closed
 		h := newHandler(t, ctl, &StaticPolicy{Name: "s", Type: "requests", Unit: "rpm", Value: 5})
-		v, err := h.admit(newRequest("key-alice", nil))
+		v, err := h.admit(newRequest("key-alice", nil), nil)
 		if closed && err != errUnavailable {
 			t.Fatalf("fail closed: %v", err)
 		}

@@ -12,7 +12,7 @@ func benchAdmitRequest(b *testing.B, h *Handler, headers ...string) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		v, err := h.admit(r)
+		v, err := h.admit(r, nil)
 		if err != nil || v == nil || v.refused != nil {
 			b.Fatalf("admit: %+v, %v", v, err)
 		}

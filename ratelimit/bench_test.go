@@ -47,7 +47,7 @@ func benchAdmit(b *testing.B, h *Handler, wantMatch bool) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		v, err := h.admit(r)
+		v, err := h.admit(r, nil)
 		if err != nil || (v != nil) != wantMatch || (v != nil && v.refused != nil) {
 			b.Fatalf("admit: %+v, %v", v, err)
 		}

@@ -15,6 +15,9 @@
 package ratelimit
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 
 	"github.com/caddyserver/caddy/v2"
@@ -63,6 +66,12 @@ type Handler struct {
 	// st is the state shared by the handler's requests, behind a pointer
 	// so the handler value, which Caddy copies, holds no atomics.
 	st *state
+	// key names the handler's admission stage in the llm app: the same
+	// Caddyfile policies give the same key across reloads and restarts,
+	// so managed batch lines find the stage their batch was created
+	// through (app.Admission).
+	key     string
+	release []func()
 }
 
 // StaticPolicy is a policy declared in the Caddyfile. Its id is a name-based
@@ -132,8 +141,37 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
 		return fmt.Errorf("registering metrics: %v", err)
 	}
-	h.static, err = buildStatic(h.Policies)
-	return err
+	if h.static, err = buildStatic(h.Policies); err != nil {
+		return err
+	}
+	h.key = admissionKey(h.Policies, h.MaxRequestBody)
+	// Managed batch lines pass this handler's policies through Admit;
+	// the API-only view serves lines whose route is gone.
+	api := *h
+	api.Policies, api.static, api.release = nil, nil, nil
+	a0 := a.(*app.App)
+	h.release = []func(){a0.RegisterAdmission(h.key, h), a0.RegisterAdmission(app.APIAdmissionKey, &api)}
+	return nil
+}
+
+// Cleanup removes the handler's admission stages from the llm app.
+func (h *Handler) Cleanup() error {
+	for _, release := range h.release {
+		release()
+	}
+	h.release = nil
+	return nil
+}
+
+// admissionKey derives the stage key from the handler's configuration:
+// "rl-" and the first 16 hex digits of the SHA-256 of its JSON.
+func admissionKey(static []*StaticPolicy, maxBody int64) string {
+	b, _ := json.Marshal(struct {
+		P []*StaticPolicy `json:"p"`
+		M int64           `json:"m"`
+	}{static, maxBody})
+	sum := sha256.Sum256(b)
+	return "rl-" + hex.EncodeToString(sum[:8])
 }
 
 // buildStatic validates the Caddyfile policies and fills their defaults.
@@ -210,5 +248,7 @@ var (
 	_ caddy.Module                = (*Handler)(nil)
 	_ caddy.Provisioner           = (*Handler)(nil)
 	_ caddy.Validator             = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
+	_ app.Admission               = (*Handler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
 )

@@ -1,0 +1,76 @@
+package app
+
+import (
+	"net/http"
+	"sync"
+)
+
+// Admission is the rate-limit stage a request the gateway starts itself
+// (a managed batch line) passes before it runs, as a client's request
+// passes llm_ratelimit in front of llm_gateway. Each provisioned
+// llm_ratelimit handler registers one under a key derived from its
+// Caddyfile policies, so the same Caddyfile gives the same key across
+// reloads and restarts.
+type Admission interface {
+	// Admit decides whether r, made by id, may run. When it may not, it
+	// has written the answer (429, or 503 when the limiter is down and
+	// the gateway fails closed) to w and returns false. When it may, the
+	// settlement of token policies is registered on r (observe.OnDone),
+	// so it runs once the request is done.
+	Admit(w http.ResponseWriter, r *http.Request, id *Identity) bool
+}
+
+// AdmissionVar is the Caddy request variable in which llm_ratelimit
+// leaves its key on a batch creation request, for the gateway to store
+// with the batch.
+const AdmissionVar = "llm.admission"
+
+// APIAdmissionKey names the stage that enforces only the policies created
+// through the API: the one a batch line uses when the route it was
+// created on no longer exists in the running config.
+const APIAdmissionKey = "api"
+
+// admissions is the registry of Admission stages of one config.
+type admissions struct {
+	mu sync.RWMutex
+	m  map[string]Admission
+}
+
+// RegisterAdmission makes a stage findable by key until release is
+// called. A later registration under the same key (another route with
+// the same policies) replaces it; release then leaves it in place.
+// The app must be provisioned.
+func (a *App) RegisterAdmission(key string, s Admission) (release func()) {
+	r := a.admissions
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = make(map[string]Admission)
+	}
+	r.m[key] = s
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.m[key] == s {
+			delete(r.m, key)
+		}
+	}
+}
+
+// Admission returns the stage registered under key; for a key no longer
+// registered (the route changed), the API-policies stage when there is
+// one. ok is false for the empty key (a route without llm_ratelimit) and
+// when the config has no llm_ratelimit at all.
+func (a *App) Admission(key string) (s Admission, ok bool) {
+	r := a.admissions
+	if key == "" || r == nil {
+		return nil, false // the route had no llm_ratelimit
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if s, ok = r.m[key]; ok {
+		return s, true
+	}
+	s, ok = r.m[APIAdmissionKey]
+	return s, ok
+}
