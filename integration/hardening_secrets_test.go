@@ -5,14 +5,36 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/caddyserver/caddy/v2"
 )
 
 // TestHardeningNoCredentialInDebugLog sends a request through every
 // provider kind, each with its own credential value, with the log at
 // DEBUG (where reverse_proxy prints upstream request headers), then
 // checks every captured log line and every response for every secret.
-// The provider must still receive its credential.
+// The provider must still receive its credential. It runs with the
+// default log in plain json (the gateway keeps credentials off the
+// request the proxy logs) and through the llm_secrets encoder, as
+// examples/Caddyfile configures it; there the provider's response
+// headers on the DEBUG line, which the gateway does not touch, must be
+// masked too.
 func TestHardeningNoCredentialInDebugLog(t *testing.T) {
+	for _, tc := range []struct{ name, format string }{
+		{"json", ""},
+		{"llm_secrets encoder", "format llm_secrets {\n\t\t\twrap json\n\t\t}"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { noCredentialInDebugLog(t, tc.format) })
+	}
+}
+
+// upstreamToken is a credential-named header the fake provider answers
+// with; only the llm_secrets encoder hides it in the DEBUG line.
+var upstreamToken = [2]string{"X-Upstream-Session-Token", "upstream-session-5e55"}
+
+// noCredentialInDebugLog runs the check with the default log in format
+// (the harness's plain json when empty).
+func noCredentialInDebugLog(t *testing.T, format string) {
 	const (
 		openaiKey    = "sk-openai-SECRET-9f1c"
 		anthropicKey = "sk-ant-SECRET-2b7d"
@@ -25,10 +47,11 @@ func TestHardeningNoCredentialInDebugLog(t *testing.T) {
 	)
 	up := newFakeServer(t, func(w http.ResponseWriter, _ *http.Request, _ []byte) {
 		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set(upstreamToken[0], upstreamToken[1])
 		w.WriteHeader(http.StatusTeapot) // an error, so no translator has to make sense of it
 		fmt.Fprint(w, `{"error":{"message":"nope"}}`)
 	})
-	loadFresh(t, site{LLM: fmt.Sprintf(`virtual_key azure-secret {
+	loadFreshDefaultLog(t, format, site{LLM: fmt.Sprintf(`virtual_key azure-secret {
 			provider azure-openai
 			api_key %s
 			resource_name contoso
@@ -91,4 +114,36 @@ func TestHardeningNoCredentialInDebugLog(t *testing.T) {
 			t.Errorf("secret %q in a response", s)
 		}
 	}
+	if format != "" {
+		if strings.Contains(logs, upstreamToken[1]) || !strings.Contains(logs, `"`+upstreamToken[0]+`":["REDACTED"]`) {
+			t.Errorf("the provider's %s is not masked in the DEBUG log", upstreamToken[0])
+		}
+	}
+}
+
+// loadFreshDefaultLog loads s as loadFresh does, with the harness's
+// default log (json, DEBUG) written in format instead when format is set.
+func loadFreshDefaultLog(t *testing.T, format string, s site) {
+	t.Helper()
+	if format == "" {
+		loadFresh(t, s)
+		return
+	}
+	newHTTPPort()
+	const plain = "\t\tformat json\n\t\tlevel DEBUG\n"
+	cf := s.caddyfile()
+	if !strings.Contains(cf, plain) {
+		t.Fatalf("the harness's default log is no longer %q:\n%s", plain, cf)
+	}
+	cf = strings.Replace(cf, plain, "\t\t"+format+"\n\t\tlevel DEBUG\n", 1)
+	cfg, err := adapt(cf)
+	if err != nil {
+		t.Fatalf("adapting: %v\n%s", err, cf)
+	}
+	truncateLog()
+	if err := caddy.Load(cfg, true); err != nil {
+		t.Fatalf("loading: %v\n%s", err, cf)
+	}
+	settleReload()
+	t.Cleanup(http.DefaultTransport.(*http.Transport).CloseIdleConnections)
 }

@@ -32,14 +32,17 @@ var credentialHeaders = [][2]string{
 	{"Cookie", "session=secret-cookie"},
 }
 
-// TestAccessLogHidesCredentials runs a site with a plain access log
-// through the llm_secrets filter, in both Caddyfile spellings, and sends a
-// request carrying every credential header: none of the secret values may
-// reach the access log.
+// TestAccessLogHidesCredentials runs a site with an access log masked by
+// llm_secrets, as the field filter (in both `format filter` spellings) and
+// as the log encoder (with and without wrap), and sends a request carrying
+// every credential header: none of the secret values may reach the access
+// log.
 func TestAccessLogHidesCredentials(t *testing.T) {
 	for _, tc := range []struct{ name, format string }{
-		{"fields block", "format filter {\n\t\t\twrap json\n\t\t\tfields {\n\t\t\t\trequest>headers llm_secrets\n\t\t\t}\n\t\t}"},
-		{"flat", "format filter {\n\t\t\twrap json\n\t\t\trequest>headers llm_secrets\n\t\t}"},
+		{"filter fields block", "format filter {\n\t\t\twrap json\n\t\t\tfields {\n\t\t\t\trequest>headers llm_secrets\n\t\t\t}\n\t\t}"},
+		{"filter flat", "format filter {\n\t\t\twrap json\n\t\t\trequest>headers llm_secrets\n\t\t}"},
+		{"encoder wrap json", "format llm_secrets {\n\t\t\twrap json\n\t\t}"},
+		{"encoder", "format llm_secrets"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			accessLog := filepath.Join(t.TempDir(), "access.log")

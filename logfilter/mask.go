@@ -1,0 +1,127 @@
+package logfilter
+
+import (
+	"fmt"
+	"net/http"
+
+	"go.uber.org/zap/zapcore"
+)
+
+// maskedObject logs a header object with the values of its credential
+// headers replaced. It is both the marshaler handed to the log encoder and
+// the encoder handed to the header object: MarshalLogObject records the
+// real encoder in the embedded ObjectEncoder and passes itself on, so
+// masking a header object costs one allocation (this struct) instead of
+// two (a marshaler and an encoder, each boxed in an interface). Every
+// maskedObject is made for one field and marshaled synchronously by one
+// goroutine (zap encoders marshal objects inside AddObject), so setting
+// the field is safe.
+//
+// Caddy writes each header as an array of strings; other shapes are
+// masked as a single string.
+type maskedObject struct {
+	zapcore.ObjectEncoder
+	inner zapcore.ObjectMarshaler
+	s     *Secrets
+}
+
+// MarshalLogObject implements zapcore.ObjectMarshaler.
+func (m *maskedObject) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	m.ObjectEncoder = enc
+	return m.inner.MarshalLogObject(m)
+}
+
+// AddArray masks a header written as an array of values. Sensitive names
+// are masked without reading the values; for the others the values are
+// read first, since some (inline configs, URLs with user info) are
+// credentials by their form.
+func (m *maskedObject) AddArray(key string, arr zapcore.ArrayMarshaler) error {
+	switch m.s.classOf(key) {
+	case classSecret:
+		return m.ObjectEncoder.AddArray(key, redactedArray{})
+	case classPlain:
+		return m.ObjectEncoder.AddArray(key, arr)
+	}
+	tmp := zapcore.NewMapObjectEncoder()
+	if err := tmp.AddArray(key, arr); err != nil {
+		return err
+	}
+	elems, _ := tmp.Fields[key].([]any)
+	vals := make(stringArray, 0, len(elems))
+	for _, e := range elems {
+		if s, ok := e.(string); ok {
+			vals = append(vals, s)
+		} else {
+			vals = append(vals, fmt.Sprint(e))
+		}
+	}
+	if m.s.masks(key, vals) {
+		return m.ObjectEncoder.AddArray(key, redactedArray{})
+	}
+	return m.ObjectEncoder.AddArray(key, vals)
+}
+
+// AddString masks a header written as one string.
+func (m *maskedObject) AddString(key, v string) {
+	if m.s.masks(key, []string{v}) {
+		v = Redacted
+	}
+	m.ObjectEncoder.AddString(key, v)
+}
+
+// AddByteString masks a header written as bytes.
+func (m *maskedObject) AddByteString(key string, v []byte) {
+	if m.s.masks(key, []string{string(v)}) {
+		m.ObjectEncoder.AddString(key, Redacted)
+		return
+	}
+	m.ObjectEncoder.AddByteString(key, v)
+}
+
+// AddReflected masks a credential header written by reflection, without
+// reading it.
+func (m *maskedObject) AddReflected(key string, v any) error {
+	if m.s.masks(key, nil) {
+		m.ObjectEncoder.AddString(key, Redacted)
+		return nil
+	}
+	return m.ObjectEncoder.AddReflected(key, v)
+}
+
+// AddObject masks a credential header written as an object, without
+// reading it.
+func (m *maskedObject) AddObject(key string, v zapcore.ObjectMarshaler) error {
+	if m.s.masks(key, nil) {
+		m.ObjectEncoder.AddString(key, Redacted)
+		return nil
+	}
+	return m.ObjectEncoder.AddObject(key, v)
+}
+
+// maskHeader returns a copy of h with the credential values replaced.
+func (s *Secrets) maskHeader(h http.Header) http.Header {
+	out := make(http.Header, len(h))
+	for k, vs := range h {
+		if s.masks(k, vs) {
+			vs = []string{Redacted}
+		}
+		out[k] = vs
+	}
+	return out
+}
+
+type redactedArray struct{}
+
+func (redactedArray) MarshalLogArray(enc zapcore.ArrayEncoder) error {
+	enc.AppendString(Redacted)
+	return nil
+}
+
+type stringArray []string
+
+func (a stringArray) MarshalLogArray(enc zapcore.ArrayEncoder) error {
+	for _, s := range a {
+		enc.AppendString(s)
+	}
+	return nil
+}

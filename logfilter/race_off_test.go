@@ -1,0 +1,5 @@
+//go:build !race
+
+package logfilter
+
+const raceEnabled = false
