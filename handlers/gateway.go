@@ -134,6 +134,10 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	return nil
 }
 
+// proxyBodyBuffer is how much of an upstream request body reverse_proxy
+// buffers (see loadProxy): every usual chat request fits.
+const proxyBodyBuffer = 64 << 10
+
 func (g *Gateway) loadProxy(ctx caddy.Context, tls bool) (*reverseproxy.Handler, error) {
 	transport := map[string]any{}
 	if len(g.Transport) > 0 {
@@ -155,6 +159,13 @@ func (g *Gateway) loadProxy(ctx caddy.Context, tls bool) (*reverseproxy.Handler,
 	cfg := map[string]any{
 		"transport":         transport,
 		"dynamic_upstreams": map[string]any{"source": upstream.SourceModuleName},
+		// The body is already in memory. Caddy wraps a request body in
+		// readers net/http does not recognise as in-memory, so it would
+		// flush the upstream request's headers and body in two writes
+		// and copy the body through a fresh 32 KiB buffer; a buffered
+		// body is handed over as a bytes.Reader: one write, no buffer.
+		// Larger bodies stream after their first proxyBodyBuffer bytes.
+		"request_buffers": proxyBodyBuffer,
 		// Providers need not learn the client's address.
 		"headers": map[string]any{"request": map[string]any{
 			"delete": []string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"},
