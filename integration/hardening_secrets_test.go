@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-
-	"github.com/caddyserver/caddy/v2"
 )
 
 // TestHardeningNoCredentialInDebugLog sends a request through every
@@ -136,14 +134,6 @@ func loadFreshDefaultLog(t *testing.T, format string, s site) {
 		t.Fatalf("the harness's default log is no longer %q:\n%s", plain, cf)
 	}
 	cf = strings.Replace(cf, plain, "\t\t"+format+"\n\t\tlevel DEBUG\n", 1)
-	cfg, err := adapt(cf)
-	if err != nil {
-		t.Fatalf("adapting: %v\n%s", err, cf)
-	}
-	truncateLog()
-	if err := caddy.Load(cfg, true); err != nil {
-		t.Fatalf("loading: %v\n%s", err, cf)
-	}
-	settleReload()
+	loadCaddyfile(t, cf)
 	t.Cleanup(http.DefaultTransport.(*http.Transport).CloseIdleConnections)
 }

@@ -226,6 +226,21 @@ func settleReload() {
 	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 }
 
+// loadCaddyfile adapts and runs cf in the process's Caddy, with a fresh
+// log, and waits for the previous config's listener to go (settleReload).
+func loadCaddyfile(t testing.TB, cf string) {
+	t.Helper()
+	cfg, err := adapt(cf)
+	if err != nil {
+		t.Fatalf("adapting: %v\n%s", err, cf)
+	}
+	truncateLog()
+	if err := caddy.Load(cfg, true); err != nil {
+		t.Fatalf("loading: %v\n%s", err, cf)
+	}
+	settleReload()
+}
+
 // listeningSockets counts the TCP sockets listening on port.
 func listeningSockets(port int) int {
 	suffix := fmt.Sprintf(":%04X", port)

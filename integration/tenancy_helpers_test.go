@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/caddyserver/caddy/v2"
 )
 
 // Tenancy tests run the rate-limit site (rlSite: gatewayKey and rlSecondKey
@@ -45,15 +43,7 @@ func loadTenancy(t *testing.T, s rlSite, accessLog bool) string {
 		path = filepath.Join(s.Storage, "access.log")
 		cf = strings.Replace(cf, "\thandle /v1/* {", "\tlog {\n\t\toutput file "+path+"\n\t\tformat json\n\t}\n\thandle /v1/* {", 1)
 	}
-	cfg, err := adapt(cf)
-	if err != nil {
-		t.Fatalf("adapting: %v\n%s", err, cf)
-	}
-	truncateLog()
-	if err := caddy.Load(cfg, true); err != nil {
-		t.Fatalf("loading: %v\n%s", err, cf)
-	}
-	settleReload()
+	loadCaddyfile(t, cf)
 	rlClient.CloseIdleConnections()
 	return path
 }
