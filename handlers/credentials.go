@@ -77,25 +77,49 @@ func withCredentials(ctx context.Context, h http.Header) context.Context {
 	return context.WithValue(ctx, credKey{}, creds)
 }
 
-// credTransport restores the credentials withCredentials took out, on a
+// credTransport puts back the credentials withCredentials took out, on a
 // shallow copy of the request with its own header map, so the request
-// reverse_proxy keeps (and logs) never holds them.
+// reverse_proxy keeps (and logs) never holds them. It also leaves out the
+// X-Forwarded-* headers reverse_proxy adds: providers need not learn the
+// client's address, and dropping them while the headers are copied anyway
+// is cheaper than a header operation on every request.
 type credTransport struct{ next http.RoundTripper }
 
 // RoundTrip implements http.RoundTripper.
 func (t credTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	creds, _ := req.Context().Value(credKey{}).(http.Header)
-	if creds == nil {
+	if creds == nil && !hasForwarded(req.Header) {
 		return t.next.RoundTrip(req)
 	}
 	r2 := *req
 	h := make(http.Header, len(req.Header)+len(creds))
 	for k, v := range req.Header {
-		h[k] = v
+		if !isForwardedHeader(k) {
+			h[k] = v
+		}
 	}
 	for k, v := range creds {
 		h[k] = v
 	}
 	r2.Header = h
 	return t.next.RoundTrip(&r2)
+}
+
+// isForwardedHeader reports the headers reverse_proxy adds to tell the
+// upstream about the client.
+func isForwardedHeader(k string) bool {
+	switch k {
+	case "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto":
+		return true
+	}
+	return false
+}
+
+func hasForwarded(h http.Header) bool {
+	for k := range h {
+		if isForwardedHeader(k) {
+			return true
+		}
+	}
+	return false
 }

@@ -42,3 +42,35 @@ func TestCredentialsRestoredOnlyOnTheWire(t *testing.T) {
 		t.Fatalf("the proxy's request gained credentials: %v", req.Header)
 	}
 }
+
+func TestForwardedHeadersNotSent(t *testing.T) {
+	for _, withCreds := range []bool{true, false} {
+		h := http.Header{
+			"Content-Type":      {"application/json"},
+			"X-Forwarded-For":   {"203.0.113.9"},
+			"X-Forwarded-Host":  {"gw.example"},
+			"X-Forwarded-Proto": {"https"},
+		}
+		if withCreds {
+			h["Authorization"] = []string{"Bearer k"}
+		}
+		ctx := withCredentials(context.Background(), h)
+		req, _ := http.NewRequestWithContext(ctx, "POST", "http://127.0.0.1/", nil)
+		req.Header = h
+		rec := &recordRT{}
+		if _, err := (credTransport{next: rec}).RoundTrip(req); err != nil {
+			t.Fatal(err)
+		}
+		for k := range rec.got {
+			if isForwardedHeader(k) {
+				t.Errorf("creds=%v: %s sent to the provider", withCreds, k)
+			}
+		}
+		if rec.got.Get("Content-Type") == "" || withCreds && rec.got.Get("Authorization") == "" {
+			t.Errorf("creds=%v: headers lost: %v", withCreds, rec.got)
+		}
+		if h.Get("X-Forwarded-For") == "" {
+			t.Errorf("creds=%v: the proxy's own request was changed", withCreds)
+		}
+	}
+}

@@ -166,10 +166,8 @@ func (g *Gateway) loadProxy(ctx caddy.Context, tls bool) (*reverseproxy.Handler,
 		// body is handed over as a bytes.Reader: one write, no buffer.
 		// Larger bodies stream after their first proxyBodyBuffer bytes.
 		"request_buffers": proxyBodyBuffer,
-		// Providers need not learn the client's address.
-		"headers": map[string]any{"request": map[string]any{
-			"delete": []string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"},
-		}},
+		// The X-Forwarded-* headers reverse_proxy adds are dropped by
+		// credTransport, which copies the headers anyway.
 	}
 	raw, err := json.Marshal(cfg)
 	if err != nil {

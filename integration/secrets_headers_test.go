@@ -45,3 +45,26 @@ func TestNumericAndBoundedHeaders(t *testing.T) {
 		t.Fatalf("24 h timeout: %d %s", resp.StatusCode, raw)
 	}
 }
+
+// TestClientAddressNotForwarded: reverse_proxy's X-Forwarded-* headers
+// never reach a provider, which need not learn the client's address, while
+// the provider's credential still does.
+func TestClientAddressNotForwarded(t *testing.T) {
+	up := newFakeOpenAI(t)
+	loadSite(t, site{})
+	resp, raw := do(t, "POST", "/chat/completions", []byte(`{"model":"m","messages":[]}`),
+		"x-gateway-provider", "openai", "x-gateway-custom-host", up.URL, "Authorization", "Bearer sk-test-provider",
+		"X-Forwarded-For", "203.0.113.9")
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, raw)
+	}
+	got := up.last().Header
+	for _, k := range []string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
+		if v := got.Get(k); v != "" {
+			t.Errorf("%s: %q reached the provider", k, v)
+		}
+	}
+	if got.Get("Authorization") != "Bearer sk-test-provider" {
+		t.Errorf("credential lost: %q", got.Get("Authorization"))
+	}
+}
