@@ -8,9 +8,6 @@ package jsonlimit
 
 import (
 	"errors"
-	"unicode/utf8"
-
-	"github.com/tidwall/gjson"
 )
 
 // MaxDepth is the deepest nesting of arrays and objects the gateway
@@ -60,24 +57,15 @@ func Depth(b []byte, limit int) int {
 }
 
 // Check reports whether b is valid UTF-8 JSON nested at most MaxDepth
-// levels. The depth is checked first, without recursion, so the
-// validation after it is bounded.
+// levels. It scans once and iteratively, so no input can exhaust the
+// stack, and callers may walk a checked document recursively.
 func Check(b []byte) error {
 	return CheckDepth(b, MaxDepth)
 }
 
 // CheckDepth is Check with another depth limit.
 func CheckDepth(b []byte, limit int) error {
-	if Depth(b, limit) > limit {
-		return ErrTooDeep
-	}
-	if !gjson.ValidBytes(b) {
-		return ErrInvalid
-	}
-	if !utf8.Valid(b) {
-		return ErrInvalidUTF8
-	}
-	return nil
+	return scan(b, limit)
 }
 
 // CheckString is Check for a string.
