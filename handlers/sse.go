@@ -34,7 +34,15 @@ type sseFilter struct {
 	onDone func()
 	// each is f.event bound once, so feeding costs no allocation.
 	each sse.Func
+	// out gathers the kept events of one Write, so the client gets one
+	// write per upstream read (as plain reverse_proxy gives it) rather
+	// than one per event through every writer layer; past outBatch
+	// bytes it is written at once.
+	out []byte
 }
+
+// outBatch bounds the kept events gathered before they are written.
+const outBatch = 32 << 10
 
 func (f *sseFilter) Write(p []byte) (int, error) {
 	if f.writeError != nil {
@@ -47,22 +55,34 @@ func (f *sseFilter) Write(p []byte) (int, error) {
 		f.writeError = err
 		return 0, err
 	}
+	f.flushOut()
 	if f.writeError != nil {
 		return 0, f.writeError
 	}
 	return len(p), nil
 }
 
-// event writes one complete event to the client unless it is dropped.
+// event gathers one complete event for the client unless it is dropped.
 func (f *sseFilter) event(ev *sse.Event) bool {
 	if !f.keep(ev) {
 		return true
 	}
-	if _, err := f.w.Write(ev.Raw); err != nil {
-		f.writeError = err
-		return false
+	f.out = append(f.out, ev.Raw...)
+	if len(f.out) >= outBatch {
+		f.flushOut()
 	}
-	return true
+	return f.writeError == nil
+}
+
+// flushOut writes the gathered events.
+func (f *sseFilter) flushOut() {
+	if len(f.out) == 0 || f.writeError != nil {
+		return
+	}
+	if _, err := f.w.Write(f.out); err != nil {
+		f.writeError = err
+	}
+	f.out = f.out[:0]
 }
 
 // keep inspects one complete event and reports whether it goes to the
@@ -80,7 +100,7 @@ func (f *sseFilter) keep(ev *sse.Event) bool {
 		}
 		return true
 	}
-	if !bytes.Contains(payload, []byte(`"usage"`)) || jsonlimit.Check(payload) != nil {
+	if !hasUsage(payload) || jsonlimit.Check(payload) != nil {
 		return true
 	}
 	u := gjson.GetBytes(payload, "usage")
@@ -100,12 +120,38 @@ func (f *sseFilter) keep(ev *sse.Event) bool {
 	return true
 }
 
+// usageKey is how a usage member begins; inside a JSON string a quote is
+// escaped, so the text can only be a member name or a whole string value.
+var usageKey = []byte(`"usage"`)
+
+// hasUsage reports whether payload may carry a usage object: a "usage"
+// member whose value is not null. OpenAI sends "usage":null in every chunk
+// of a stream that asked for usage, so this spares each of them a check
+// and two lookups; the last chunk's object still gets both.
+func hasUsage(payload []byte) bool {
+	for {
+		i := bytes.Index(payload, usageKey)
+		if i < 0 {
+			return false
+		}
+		payload = payload[i+len(usageKey):]
+		rest := bytes.TrimLeft(payload, " \t\r\n")
+		if len(rest) == 0 || rest[0] != ':' {
+			continue // a string value "usage", not a member
+		}
+		if !bytes.HasPrefix(bytes.TrimLeft(rest[1:], " \t\r\n"), []byte("null")) {
+			return true
+		}
+	}
+}
+
 // Flush writes out a trailing event that lacked its blank line.
 func (f *sseFilter) Flush() error {
 	if f.each == nil {
 		f.each = f.event
 	}
 	f.split.End(f.each)
+	f.flushOut()
 	return f.writeError
 }
 

@@ -119,3 +119,72 @@ func TestUsageFromJSON(t *testing.T) {
 		})
 	}
 }
+
+// countingWriter counts the writes it receives.
+type countingWriter struct {
+	bytes.Buffer
+	writes int
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.writes++
+	return c.Buffer.Write(p)
+}
+
+// TestSSEFilterOneWritePerRead: the events of one upstream read reach the
+// client in one write, as plain reverse_proxy passes them, and an event cut
+// across reads goes out with the read that completes it.
+func TestSSEFilterOneWritePerRead(t *testing.T) {
+	tests := []struct {
+		name       string
+		reads      []string
+		wantWrites int
+	}{
+		{"three events in one read", []string{chunkA + chunkA + doneChunk}, 1},
+		{"event cut across reads", []string{chunkA + chunkA[:10], chunkA[10:] + doneChunk}, 2},
+		{"a read with no complete event", []string{chunkA[:10], chunkA[10:], doneChunk}, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out := &countingWriter{}
+			f := &sseFilter{w: out}
+			for _, r := range tt.reads {
+				if _, err := f.Write([]byte(r)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := f.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if out.String() != strings.Join(tt.reads, "") {
+				t.Fatalf("got %q", out.String())
+			}
+			if out.writes != tt.wantWrites {
+				t.Fatalf("%d client writes, want %d", out.writes, tt.wantWrites)
+			}
+		})
+	}
+}
+
+func TestHasUsage(t *testing.T) {
+	tests := []struct {
+		payload string
+		want    bool
+	}{
+		{`{"choices":[{"delta":{"content":"Hi"}}]}`, false},
+		{`{"choices":[{"delta":{"content":"Hi"}}],"usage":null}`, false},
+		{`{"choices":[],"usage" : null }`, false},
+		{`{"choices":[{"delta":{"content":"usage"}}],"usage":null}`, false},
+		{`{"choices":[{"delta":{"content":"say \"usage\": 1"}}]}`, false},
+		{`{"choices":[],"usage":{"total_tokens":3}}`, true},
+		{`{"choices":[{"delta":{"content":"usage"}}],"usage":{"total_tokens":3}}`, true},
+		{`{"type":"response.completed","response":{"usage":null}}`, false},
+		{`{"type":"response.completed","response":{"usage": {"input_tokens":1}}}`, true},
+		{`{"usage":`, true},
+	}
+	for _, tt := range tests {
+		if got := hasUsage([]byte(tt.payload)); got != tt.want {
+			t.Errorf("hasUsage(%s) = %v, want %v", tt.payload, got, tt.want)
+		}
+	}
+}
