@@ -26,6 +26,11 @@ func isCredentialHeader(name string) bool {
 	case "Authorization", "Proxy-Authorization", "X-Api-Key", "Api-Key", "X-Goog-Api-Key",
 		"X-Amz-Security-Token", "Cookie":
 		return true
+	case "Content-Type", "Accept", "Openai-Beta", "Anthropic-Version", "Anthropic-Beta",
+		"X-Amz-Date", "X-Amz-Content-Sha256", "Traceparent", "Tracestate":
+		// The headers providers are usually sent, answered without the
+		// word search below (it runs for every header of every request).
+		return false
 	}
 	for _, w := range [...]string{"key", "token", "secret", "signature", "auth", "credential", "password"} {
 		if containsLower(name, w) {

@@ -74,3 +74,27 @@ func TestForwardedHeadersNotSent(t *testing.T) {
 		}
 	}
 }
+
+func TestIsCredentialHeader(t *testing.T) {
+	tests := []struct {
+		name string
+		want bool
+	}{
+		{"Authorization", true},
+		{"X-Api-Key", true},
+		{"X-Amz-Security-Token", true},
+		{"X-Custom-Auth-Header", true},
+		{"X-My-Secret", true},
+		{"X-Signature", true},
+		{"Content-Type", false},
+		{"Anthropic-Version", false},
+		{"X-Amz-Content-Sha256", false},
+		{"Traceparent", false},
+		{"X-Request-Id", false},
+	}
+	for _, tt := range tests {
+		if got := isCredentialHeader(tt.name); got != tt.want {
+			t.Errorf("isCredentialHeader(%q) = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
