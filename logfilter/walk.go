@@ -20,9 +20,11 @@ type redactor struct {
 	s *Secrets
 }
 
-// Clone keeps the masking on the clone zap's With encodes context into.
+// Clone returns the context zap's With adds fields to: recorded, and
+// encoded through the masking only if an entry is written with it (see
+// lazy.go).
 func (r *redactor) Clone() zapcore.Encoder {
-	return &redactor{Encoder: r.Encoder.Clone(), s: r.s}
+	return &lazyContext{parent: r, s: r.s}
 }
 
 // AddObject masks a header object and watches inside any other object.
