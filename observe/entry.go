@@ -140,81 +140,66 @@ func (e *Entry) write(logger *zap.Logger, now time.Time) {
 	if ce == nil {
 		return
 	}
-	enc := fieldsEncoder{fields: make([]zap.Field, 0, 20+len(e.Extra))}
-	e.encode(&enc, now)
-	ce.Write(enc.fields...)
+	// Inline: the same fields, in the same order, at the entry's top level.
+	ce.Write(zap.Inline(entryLog{e, now}))
 }
 
-// entryLog marshals an entry as one object, for the access log.
+// entryLog marshals an entry as one object (the access log's "llm"), or
+// inline as the gateway's own entry.
 type entryLog struct {
 	e   *Entry
 	now time.Time
 }
 
-// MarshalLogObject implements zapcore.ObjectMarshaler.
+// MarshalLogObject implements zapcore.ObjectMarshaler. Fields go straight
+// to the encoder's typed methods, with no zap.Field built per field: this
+// runs for every request.
 func (l entryLog) MarshalLogObject(enc zapcore.ObjectEncoder) error {
-	l.e.encode(objectEncoder{enc}, l.now)
-	return nil
-}
-
-// fieldAdder is what encode writes to: a list of fields for the
-// gateway's own entry, or an object encoder for the access log.
-type fieldAdder interface {
-	add(f zap.Field)
-}
-
-type fieldsEncoder struct{ fields []zap.Field }
-
-func (f *fieldsEncoder) add(x zap.Field) { f.fields = append(f.fields, x) }
-
-type objectEncoder struct{ enc zapcore.ObjectEncoder }
-
-func (o objectEncoder) add(x zap.Field) { x.AddTo(o.enc) }
-
-func (e *Entry) encode(out fieldAdder, now time.Time) {
-	out.add(zap.String("trace_id", e.TraceID))
-	out.add(zap.String("api_key_name", e.KeyName))
-	out.add(zap.String("workspace_id", e.Workspace))
-	out.add(zap.String("endpoint", string(e.Operation)))
-	out.add(zap.String("method", e.Method))
-	out.add(zap.String("path", e.Path))
-	out.add(zap.String("provider", e.Provider))
-	out.add(zap.String("model", e.Model))
-	out.add(zap.Int("status", e.Status))
-	out.add(zap.Bool("stream", e.Stream))
-	out.add(zap.Float64("duration_ms", float64(now.Sub(e.Start).Microseconds())/1000))
+	e := l.e
+	enc.AddString("trace_id", e.TraceID)
+	enc.AddString("api_key_name", e.KeyName)
+	enc.AddString("workspace_id", e.Workspace)
+	enc.AddString("endpoint", string(e.Operation))
+	enc.AddString("method", e.Method)
+	enc.AddString("path", e.Path)
+	enc.AddString("provider", e.Provider)
+	enc.AddString("model", e.Model)
+	enc.AddInt("status", e.Status)
+	enc.AddBool("stream", e.Stream)
+	enc.AddFloat64("duration_ms", float64(l.now.Sub(e.Start).Microseconds())/1000)
 	if !e.FirstByte.IsZero() {
-		out.add(zap.Float64("ttfb_ms", float64(e.FirstByte.Sub(e.Start).Microseconds())/1000))
+		enc.AddFloat64("ttfb_ms", float64(e.FirstByte.Sub(e.Start).Microseconds())/1000)
 	}
 	if e.VirtualKey != "" {
-		out.add(zap.String("virtual_key", e.VirtualKey))
+		enc.AddString("virtual_key", e.VirtualKey)
 	}
 	if e.ConfigID != "" {
-		out.add(zap.String("config_id", e.ConfigID))
+		enc.AddString("config_id", e.ConfigID)
 	}
 	if e.CacheState != "" {
-		out.add(zap.String("cache_status", e.CacheState))
+		enc.AddString("cache_status", e.CacheState)
 	}
 	if e.Usage != nil {
-		out.add(zap.Object("usage", usageLog{e.Usage}))
+		_ = enc.AddObject("usage", usageLog{e.Usage})
 		if e.CostKnown {
-			out.add(zap.Float64("cost_usd", e.CostUSD))
+			enc.AddFloat64("cost_usd", e.CostUSD)
 		} else {
-			out.add(zap.Bool("cost_unknown", true))
+			enc.AddBool("cost_unknown", true)
 		}
 	}
 	if len(e.Metadata) > 0 {
-		out.add(zap.Object("metadata", metadataLog(e.Metadata)))
+		_ = enc.AddObject("metadata", metadataLog(e.Metadata))
 	}
 	if len(e.Attempts) > 0 {
-		out.add(zap.Array("attempts", attempts(e.Attempts)))
+		_ = enc.AddArray("attempts", attempts(e.Attempts))
 	}
 	if e.Error != "" {
-		out.add(zap.String("error", e.Error))
+		enc.AddString("error", e.Error)
 	}
 	for _, f := range e.Extra {
-		out.add(f)
+		f.AddTo(enc)
 	}
+	return nil
 }
 
 // AccessLogFields returns the extra fields of Caddy's access log entry for
