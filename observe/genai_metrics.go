@@ -88,6 +88,14 @@ var (
 		costTotal, costUnknownTotal, cacheLookupsTotal, retriesTotal, fallbacksTotal,
 		breakerTransitionsTotal, breakersGauge, guardrailVerdictsTotal,
 	}
+
+	// The children every answered request records (children.go).
+	genaiDurationByLabels = observers(genaiOperationDuration, 4)
+	ttfcByLabels          = observers(genaiTimeToFirstChunk, 3)
+	tokensByLabels        = observers(genaiTokenUsage, 4)
+	costByLabels          = counters(costTotal, 3)
+	costUnknownByLabels   = counters(costUnknownTotal, 2)
+	cacheLookupsByLabels  = counters(cacheLookupsTotal, 2)
 )
 
 // RegisterGenAIMetrics registers the GenAI and gateway collectors of this
@@ -149,9 +157,9 @@ func RecordGenAI(b *LabelBounds, r *GenAIRecord) {
 	provider := ProviderName(r.Provider)
 	model := b.Model.Bound(r.Model)
 
-	genaiOperationDuration.WithLabelValues(op, provider, model, r.ErrorType).Observe(r.Duration.Seconds())
+	genaiDurationByLabels.with(labelKey{op, provider, model, r.ErrorType}).Observe(r.Duration.Seconds())
 	if r.TimeToFirstChunk > 0 {
-		genaiTimeToFirstChunk.WithLabelValues(op, provider, model).Observe(r.TimeToFirstChunk.Seconds())
+		ttfcByLabels.with(labelKey{op, provider, model}).Observe(r.TimeToFirstChunk.Seconds())
 	}
 	if r.Usage != nil {
 		recordUsage(b, op, provider, model, r.Workspace, r.Usage, r.CostUSD, r.CostKnown)
@@ -161,10 +169,10 @@ func RecordGenAI(b *LabelBounds, r *GenAIRecord) {
 // recordUsage records the tokens and the cost of an answer with usage;
 // model is already bounded.
 func recordUsage(b *LabelBounds, op, provider, model, workspace string, u *providers.Usage, usd float64, known bool) {
-	genaiTokenUsage.WithLabelValues(op, provider, model, "input").Observe(float64(u.PromptTokens))
-	genaiTokenUsage.WithLabelValues(op, provider, model, "output").Observe(float64(u.CompletionTokens))
+	tokensByLabels.with(labelKey{op, provider, model, "input"}).Observe(float64(u.PromptTokens))
+	tokensByLabels.with(labelKey{op, provider, model, "output"}).Observe(float64(u.CompletionTokens))
 	if !known {
-		costUnknownTotal.WithLabelValues(provider, model).Inc()
+		costUnknownByLabels.with(labelKey{provider, model}).Inc()
 		return
 	}
 	ws := ""
@@ -172,7 +180,7 @@ func recordUsage(b *LabelBounds, op, provider, model, workspace string, u *provi
 		ws = b.Workspace.Bound(workspace)
 	}
 	if usd > 0 {
-		costTotal.WithLabelValues(provider, model, ws).Add(usd)
+		costByLabels.with(labelKey{provider, model, ws}).Add(usd)
 	}
 }
 
@@ -191,7 +199,7 @@ var cacheStatusLabels = map[string]string{
 // lookups and are ignored.
 func RecordCacheLookup(op providers.Operation, status string) {
 	if l, ok := cacheStatusLabels[status]; ok {
-		cacheLookupsTotal.WithLabelValues(OperationName(op), l).Inc()
+		cacheLookupsByLabels.with(labelKey{OperationName(op), l}).Inc()
 	}
 }
 

@@ -29,7 +29,26 @@ var (
 		Help: "Attempts per target, by provider and outcome (ok, cache_hit, retry, fallback, breaker_open, timeout, unreachable, error, …).",
 	}, []string{"provider", "outcome"})
 	collectors = []prometheus.Collector{requestsTotal, attemptsTotal}
+
+	requestsByLabels = counters(requestsTotal, 3)
+	attemptsByLabels = counters(attemptsTotal, 2)
 )
+
+// codeLabels are the status codes' label values, made once: strconv.Itoa
+// allocates for numbers past 99.
+var codeLabels = func() (l [600]string) {
+	for i := range l {
+		l[i] = strconv.Itoa(i)
+	}
+	return l
+}()
+
+func codeLabel(code int) string {
+	if code >= 0 && code < len(codeLabels) {
+		return codeLabels[code]
+	}
+	return strconv.Itoa(code)
+}
 
 // RegisterMetrics registers the gateway's collectors, the GenAI ones of
 // genai_metrics.go included, into reg, which may already hold them from
@@ -64,9 +83,9 @@ func (e *Entry) record(time.Time) {
 		provider = "gateway"
 	}
 	provider = providerLabel(provider)
-	requestsTotal.WithLabelValues(provider, string(e.Operation), strconv.Itoa(e.Status)).Inc()
+	requestsByLabels.with(labelKey{provider, string(e.Operation), codeLabel(e.Status)}).Inc()
 	for _, a := range e.Attempts {
-		attemptsTotal.WithLabelValues(providerLabel(a.Provider), a.Outcome).Inc()
+		attemptsByLabels.with(labelKey{providerLabel(a.Provider), a.Outcome}).Inc()
 		switch a.Outcome {
 		case "retry":
 			RecordRetry(providerLabel(a.Provider))
