@@ -56,8 +56,8 @@ func TestContextEncodedOnlyWhenWritten(t *testing.T) {
 func TestContextOutputMatchesJSON(t *testing.T) {
 	at := time.Date(2026, 11, 24, 5, 0, 0, 0, time.UTC)
 	outer := []zapcore.Field{
-		zap.String("s", "v\"q"), zap.Bool("b", true), zap.Bool("f", false), zap.Int("i", -3), zap.Int64("i64", 1 << 40),
-		zap.Int32("i32", -7), zap.Int16("i16", 9), zap.Int8("i8", -1), zap.Uint("u", 3), zap.Uint64("u64", 1 << 63),
+		zap.String("s", "v\"q"), zap.Bool("b", true), zap.Bool("f", false), zap.Int("i", -3), zap.Int64("i64", 1<<40),
+		zap.Int32("i32", -7), zap.Int16("i16", 9), zap.Int8("i8", -1), zap.Uint("u", 3), zap.Uint64("u64", 1<<63),
 		zap.Uint32("u32", 7), zap.Uint16("u16", 8), zap.Uint8("u8", 9), zap.Uintptr("p", 0xff),
 		zap.Float64("f64", 1.25), zap.Float32("f32", 0.5), zap.Complex128("c128", 1+2i), zap.Complex64("c64", 3+4i),
 		zap.Duration("d", 1500*time.Millisecond), zap.Time("t", at), zap.Binary("bin", []byte{0, 1, 2}),
