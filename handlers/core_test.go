@@ -215,19 +215,3 @@ func TestPlaceholders(t *testing.T) {
 		t.Fatal("claimed a foreign placeholder")
 	}
 }
-
-// TestHeldAnswerSentAtOnce: a held answer is flushed to the client as soon
-// as it is written, with its Content-Length, so the client does not wait
-// for the request's logging and metrics.
-func TestHeldAnswerSentAtOnce(t *testing.T) {
-	rec := httptest.NewRecorder()
-	o := &responder{w: rec}
-	body := []byte(`{"choices":[]}`)
-	o.held(&heldAnswer{status: 200, header: http.Header{"Content-Type": {"application/json"}}, body: body}, nil, false)
-	if !rec.Flushed {
-		t.Fatal("the answer was not flushed")
-	}
-	if rec.Header().Get("Content-Length") != "14" || rec.Body.String() != string(body) {
-		t.Fatalf("answer %q with Content-Length %q", rec.Body.String(), rec.Header().Get("Content-Length"))
-	}
-}

@@ -239,11 +239,6 @@ func (o *responder) held(a *heldAnswer, info *answerInfo, envelope bool) {
 		return
 	}
 	_, _ = o.w.Write(body)
-	// The answer is complete: send it now rather than when the handler
-	// returns, so the client does not wait for the log entry, metrics and
-	// the rest of the request's bookkeeping (net/http holds a small
-	// response in its buffer until then). It is the same single write.
-	_ = flushClient(o.w)
 }
 
 // control lets a control-plane handler answer, with the gateway's
