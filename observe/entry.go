@@ -117,7 +117,7 @@ func (e *Entry) Log(r *http.Request, logger *zap.Logger) {
 	now := time.Now()
 	e.record(now)
 	if extra := AccessLogFields(r); extra != nil {
-		extra.Add(zap.Object("llm", entryLog{e, now}))
+		extra.Add(e.accessField(now))
 		return
 	}
 	e.write(logger, now)
@@ -143,6 +143,12 @@ func (e *Entry) write(logger *zap.Logger, now time.Time) {
 	enc := fieldsEncoder{fields: make([]zap.Field, 0, 20+len(e.Extra))}
 	e.encode(&enc, now)
 	ce.Write(enc.fields...)
+}
+
+// accessField is the entry as the access log's "llm" object, logged at
+// now.
+func (e *Entry) accessField(now time.Time) zap.Field {
+	return zap.Object("llm", entryLog{e, now})
 }
 
 // entryLog marshals an entry as one object, for the access log.
