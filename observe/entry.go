@@ -52,6 +52,10 @@ type Entry struct {
 	// Extra carries fields added by other parts of the pipeline (prompt id,
 	// guardrail verdicts) without this package knowing them.
 	Extra []zap.Field
+
+	// loggedAt is when Log handed the entry to the access log, which
+	// encodes it later, as of then.
+	loggedAt time.Time
 }
 
 // Attempt is one upstream call of a request.
@@ -74,11 +78,15 @@ func (a Attempt) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	return nil
 }
 
-type attempts []Attempt
+// attemptsLog logs an entry's attempts. It is the entry itself, so that
+// handing it to an encoder as an interface allocates nothing (a slice
+// would be copied to the heap); each attempt is handed on by pointer for
+// the same reason.
+type attemptsLog Entry
 
-func (as attempts) MarshalLogArray(enc zapcore.ArrayEncoder) error {
-	for _, a := range as {
-		if err := enc.AppendObject(a); err != nil {
+func (l *attemptsLog) MarshalLogArray(enc zapcore.ArrayEncoder) error {
+	for i := range l.Attempts {
+		if err := enc.AppendObject(&l.Attempts[i]); err != nil {
 			return err
 		}
 	}
@@ -142,84 +150,118 @@ func (e *Entry) write(logger *zap.Logger, now time.Time) {
 	}
 	enc := fieldsEncoder{fields: make([]zap.Field, 0, 20+len(e.Extra))}
 	e.encode(&enc, now)
-	ce.Write(enc.fields...)
+	ce.Write(append(enc.fields, e.Extra...)...)
 }
 
 // accessField is the entry as the access log's "llm" object, logged at
-// now.
+// now. The object is the entry itself (with now kept in it), so the field
+// costs no allocation.
 func (e *Entry) accessField(now time.Time) zap.Field {
-	return zap.Object("llm", entryLog{e, now})
+	e.loggedAt = now
+	return zap.Object("llm", (*entryLog)(e))
 }
 
-// entryLog marshals an entry as one object, for the access log.
-type entryLog struct {
-	e   *Entry
-	now time.Time
-}
+// entryLog marshals an entry as one object, for the access log, as of
+// its loggedAt.
+type entryLog Entry
 
 // MarshalLogObject implements zapcore.ObjectMarshaler.
-func (l entryLog) MarshalLogObject(enc zapcore.ObjectEncoder) error {
-	l.e.encode(objectEncoder{enc}, l.now)
+func (l *entryLog) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	e := (*Entry)(l)
+	e.encode(enc, e.loggedAt)
+	for _, f := range e.Extra {
+		f.AddTo(enc)
+	}
 	return nil
 }
 
-// fieldAdder is what encode writes to: a list of fields for the
-// gateway's own entry, or an object encoder for the access log.
-type fieldAdder interface {
-	add(f zap.Field)
+// entryEncoder is what encode writes an entry's own fields to: the
+// object encoder of the access log's llm object (any
+// zapcore.ObjectEncoder is one), or fieldsEncoder for the gateway's own
+// entry. Writing through these methods, rather than building a zap.Field
+// per field, keeps the access log path free of Field values and of
+// Field.AddTo's type switch; one list of fields serves both paths.
+type entryEncoder interface {
+	AddString(key, value string)
+	AddInt(key string, value int)
+	AddBool(key string, value bool)
+	AddFloat64(key string, value float64)
+	AddObject(key string, m zapcore.ObjectMarshaler) error
+	AddArray(key string, a zapcore.ArrayMarshaler) error
 }
 
+// fieldsEncoder collects an entry's fields, for the gateway's own entry.
 type fieldsEncoder struct{ fields []zap.Field }
 
-func (f *fieldsEncoder) add(x zap.Field) { f.fields = append(f.fields, x) }
+func (f *fieldsEncoder) AddString(k, v string)    { f.fields = append(f.fields, zap.String(k, v)) }
+func (f *fieldsEncoder) AddInt(k string, v int)   { f.fields = append(f.fields, zap.Int(k, v)) }
+func (f *fieldsEncoder) AddBool(k string, v bool) { f.fields = append(f.fields, zap.Bool(k, v)) }
+func (f *fieldsEncoder) AddFloat64(k string, v float64) {
+	f.fields = append(f.fields, zap.Float64(k, v))
+}
 
-type objectEncoder struct{ enc zapcore.ObjectEncoder }
+func (f *fieldsEncoder) AddObject(k string, m zapcore.ObjectMarshaler) error {
+	f.fields = append(f.fields, zap.Object(k, m))
+	return nil
+}
 
-func (o objectEncoder) add(x zap.Field) { x.AddTo(o.enc) }
+func (f *fieldsEncoder) AddArray(k string, a zapcore.ArrayMarshaler) error {
+	f.fields = append(f.fields, zap.Array(k, a))
+	return nil
+}
 
-func (e *Entry) encode(out fieldAdder, now time.Time) {
-	out.add(zap.String("trace_id", e.TraceID))
-	out.add(zap.String("api_key_name", e.KeyName))
-	out.add(zap.String("workspace_id", e.Workspace))
-	out.add(zap.String("endpoint", string(e.Operation)))
-	out.add(zap.String("method", e.Method))
-	out.add(zap.String("path", e.Path))
-	out.add(zap.String("provider", e.Provider))
-	out.add(zap.String("model", e.Model))
-	out.add(zap.Int("status", e.Status))
-	out.add(zap.Bool("stream", e.Stream))
-	out.add(zap.Float64("duration_ms", float64(now.Sub(e.Start).Microseconds())/1000))
+// encode writes the entry's own fields (not Extra) as of now. The
+// optional ones are left out when empty.
+func (e *Entry) encode(out entryEncoder, now time.Time) {
+	out.AddString("trace_id", e.TraceID)
+	out.AddString("api_key_name", e.KeyName)
+	out.AddString("workspace_id", e.Workspace)
+	out.AddString("endpoint", string(e.Operation))
+	out.AddString("method", e.Method)
+	out.AddString("path", e.Path)
+	out.AddString("provider", e.Provider)
+	out.AddString("model", e.Model)
+	out.AddInt("status", e.Status)
+	out.AddBool("stream", e.Stream)
+	out.AddFloat64("duration_ms", float64(now.Sub(e.Start).Microseconds())/1000)
 	if !e.FirstByte.IsZero() {
-		out.add(zap.Float64("ttfb_ms", float64(e.FirstByte.Sub(e.Start).Microseconds())/1000))
+		out.AddFloat64("ttfb_ms", float64(e.FirstByte.Sub(e.Start).Microseconds())/1000)
 	}
 	if e.VirtualKey != "" {
-		out.add(zap.String("virtual_key", e.VirtualKey))
+		out.AddString("virtual_key", e.VirtualKey)
 	}
 	if e.ConfigID != "" {
-		out.add(zap.String("config_id", e.ConfigID))
+		out.AddString("config_id", e.ConfigID)
 	}
 	if e.CacheState != "" {
-		out.add(zap.String("cache_status", e.CacheState))
+		out.AddString("cache_status", e.CacheState)
 	}
 	if e.Usage != nil {
-		out.add(zap.Object("usage", usageLog{e.Usage}))
+		addObject(out, "usage", usageLog{e.Usage})
 		if e.CostKnown {
-			out.add(zap.Float64("cost_usd", e.CostUSD))
+			out.AddFloat64("cost_usd", e.CostUSD)
 		} else {
-			out.add(zap.Bool("cost_unknown", true))
+			out.AddBool("cost_unknown", true)
 		}
 	}
 	if len(e.Metadata) > 0 {
-		out.add(zap.Object("metadata", metadataLog(e.Metadata)))
+		addObject(out, "metadata", metadataLog(e.Metadata))
 	}
 	if len(e.Attempts) > 0 {
-		out.add(zap.Array("attempts", attempts(e.Attempts)))
+		if err := out.AddArray("attempts", (*attemptsLog)(e)); err != nil {
+			out.AddString("attemptsError", err.Error())
+		}
 	}
 	if e.Error != "" {
-		out.add(zap.String("error", e.Error))
+		out.AddString("error", e.Error)
 	}
-	for _, f := range e.Extra {
-		out.add(f)
+}
+
+// addObject adds an object and, as zap.Object's field does, the error
+// marshaling it returned under key+"Error".
+func addObject(out entryEncoder, key string, m zapcore.ObjectMarshaler) {
+	if err := out.AddObject(key, m); err != nil {
+		out.AddString(key+"Error", err.Error())
 	}
 }
 

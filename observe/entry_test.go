@@ -63,11 +63,10 @@ var entryCases = []struct {
 // keys, so a line is its fields alone.
 var jsonConfig = zapcore.EncoderConfig{}
 
-// encodeObject logs m as the object field "llm" of an otherwise empty
-// json entry, as the access log does.
-func encodeObject(t testing.TB, m zapcore.ObjectMarshaler) string {
+// encodeField logs f as the only field of an otherwise empty json entry.
+func encodeField(t testing.TB, f zapcore.Field) string {
 	t.Helper()
-	buf, err := zapcore.NewJSONEncoder(jsonConfig).EncodeEntry(zapcore.Entry{}, []zapcore.Field{zap.Object("llm", m)})
+	buf, err := zapcore.NewJSONEncoder(jsonConfig).EncodeEntry(zapcore.Entry{}, []zapcore.Field{f})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +78,7 @@ func encodeObject(t testing.TB, m zapcore.ObjectMarshaler) string {
 func TestEntryLogObject(t *testing.T) {
 	for _, tt := range entryCases {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := encodeObject(t, entryLog{tt.entry(), entryNow}); got != tt.object {
+			if got := encodeField(t, tt.entry().accessField(entryNow)); got != tt.object {
 				t.Errorf("llm object\n got: %s\nwant: %s", got, tt.object)
 			}
 		})
@@ -97,7 +96,7 @@ func TestEntryWriteFields(t *testing.T) {
 			if len(all) != 1 || all[0].Message != "llm request" {
 				t.Fatalf("entries: %+v", all)
 			}
-			got := encodeObject(t, fieldList(all[0].Context))
+			got := encodeField(t, zap.Object("llm", fieldList(all[0].Context)))
 			if got != tt.object {
 				t.Errorf("fields\n got: %s\nwant: %s", got, tt.object)
 			}
