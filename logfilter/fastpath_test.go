@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/logging"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -152,5 +153,40 @@ func TestCaddyHeaderAllocations(t *testing.T) {
 	got, plain := allocs(newEncoder(t, &Encoder{})), allocs(plainJSON(t))
 	if got+float64(len(h)) > plain {
 		t.Fatalf("%v allocations, plain json %v: want at least one a header fewer", got, plain)
+	}
+}
+
+// TestCaddyHeaderThroughFilter: wrapping Caddy's `filter` encoder, the
+// header values still reach its field filters as Caddy's string arrays,
+// so a hash or regexp filter on a header applies as it does without this
+// encoder; masked headers stay masked.
+func TestCaddyHeaderThroughFilter(t *testing.T) {
+	filter := `{"format":"filter","wrap":{"format":"json"},"fields":{` +
+		`"resp_headers>X-Client":{"filter":"hash"},` +
+		`"request>headers>User-Agent":{"filter":"regexp","regexp":"Go","value":"GO"},` +
+		`"request>headers>X-Gateway-Config":{"filter":"hash"}}}`
+	enc := newEncoder(t, &Encoder{WrappedRaw: json.RawMessage(filter)})
+	plain := &logging.FilterEncoder{}
+	if err := json.Unmarshal([]byte(filter), plain); err != nil {
+		t.Fatal(err)
+	}
+	if err := plain.Provision(caddyContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	req := http.Header{"User-Agent": {"OpenAI/Go 3.0"}, "Accept": {"*/*"}, "X-Gateway-Config": {"pc-saved"}}
+	resp := http.Header{"X-Client": {"client-7"}, "Server": {"Caddy"}}
+	with := []zapcore.Field{zap.Object("request", loggableRequest(req))}
+	fields := []zapcore.Field{zap.Object("resp_headers", loggableHeader(resp))}
+	got := parseLine(t, logLine(t, enc, with, fields))
+	want := parseLine(t, logLine(t, plain, with, fields))
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("through llm_secrets: %v\n    filter alone: %v", got, want)
+	}
+	if line := fmt.Sprint(got); strings.Contains(line, "client-7") || strings.Contains(line, "OpenAI/Go") || strings.Contains(line, "pc-saved") {
+		t.Fatalf("a field filter did not apply: %s", line)
+	}
+	req["X-Api-Key"] = []string{"k-secret"}
+	if line := logLine(t, enc, []zapcore.Field{zap.Object("request", loggableRequest(req))}, fields); !strings.Contains(line, `"X-Api-Key":["REDACTED"]`) {
+		t.Fatalf("not masked: %s", line)
 	}
 }

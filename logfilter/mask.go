@@ -3,6 +3,7 @@ package logfilter
 import (
 	"fmt"
 	"net/http"
+	"reflect"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap/zapcore"
@@ -44,27 +45,38 @@ func (m *maskedObject) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 // header writes Caddy's header object itself, the way its
 // MarshalLogObject does (each header an array of its values), masked.
 // Caddy's own writing costs two allocations a header (the lower-case name
-// it checks, the values boxed as an array) that this does without; the
-// headers Caddy hides (Cookie, Set-Cookie, Authorization,
-// Proxy-Authorization, unless ShouldLogCredentials) are credentials to
-// this filter too, always replaced by the same ["REDACTED"].
+// it checks, the values boxed as an array); this costs none when it
+// writes to zap's json encoder, which only reads the values, handing them
+// on in m.values. Any other encoder (Caddy's `filter`, whose field
+// filters recognise Caddy's string arrays by type) gets them as Caddy
+// hands them on. The headers Caddy hides (Cookie, Set-Cookie,
+// Authorization, Proxy-Authorization, unless ShouldLogCredentials) are
+// credentials to this filter too, always replaced by the same
+// ["REDACTED"].
 func (m *maskedObject) header(enc zapcore.ObjectEncoder, h http.Header) error {
+	direct := reflect.TypeOf(enc) == jsonEncoderType
 	for k, vs := range h {
-		if m.s.masks(k, vs) {
-			if err := enc.AddArray(k, redactedArray{}); err != nil {
-				return err
-			}
-			continue
+		var err error
+		switch {
+		case m.s.masks(k, vs):
+			err = enc.AddArray(k, redactedArray{})
+		case direct:
+			m.values = vs
+			err = enc.AddArray(k, &m.values)
+			m.values = nil
+		default:
+			err = enc.AddArray(k, caddyhttp.LoggableStringArray(vs))
 		}
-		m.values = vs
-		err := enc.AddArray(k, &m.values)
-		m.values = nil
 		if err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// jsonEncoderType is the type of zap's json encoder, which Caddy's json
+// and console encoders write objects with.
+var jsonEncoderType = reflect.TypeOf(zapcore.NewJSONEncoder(zapcore.EncoderConfig{}))
 
 // AddArray masks a header written as an array of values. Sensitive names
 // are masked without reading the values; for the others the values are
