@@ -47,6 +47,14 @@ func (s *Secrets) masks(name string, values []string) bool {
 // classOf returns the class of a header name, remembered after the first
 // time it is seen.
 func (s *Secrets) classOf(name string) class {
+	// Without extra names (which can turn any name secret), the headers
+	// of a typical request and response are known without hashing the
+	// name.
+	if len(s.extra) == 0 {
+		if c := commonClass(name); c != 0 {
+			return c
+		}
+	}
 	if s.classes == nil {
 		return s.classify(name) // not provisioned
 	}
@@ -75,6 +83,28 @@ func lenOf(m *map[string]class) int {
 		return 0
 	}
 	return len(*m)
+}
+
+// commonClass is the class classify gives the canonical names of the
+// headers of a typical gateway request and response, or 0 for another
+// name. TestCommonClass checks that the two agree.
+func commonClass(name string) class {
+	switch name {
+	case "Accept", "Accept-Encoding", "Cache-Control", "Connection", "Content-Encoding", "Content-Length",
+		"Content-Type", "Date", "Server", "Transfer-Encoding", "User-Agent", "Vary", "Via",
+		"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Request-Id",
+		"X-Gateway-Cache-Status", "X-Gateway-Cost", "X-Gateway-Last-Used-Option-Index",
+		"X-Gateway-Provider", "X-Gateway-Retry-Attempt-Count", "X-Gateway-Trace-Id":
+		return classPlain
+	case "Authorization", "Cookie", "Proxy-Authorization", "Set-Cookie", "X-Api-Key",
+		"X-Gateway-Api-Key", "X-Portkey-Api-Key":
+		return classSecret
+	case "X-Gateway-Config", "X-Portkey-Config":
+		return classConfig
+	case "X-Gateway-Custom-Host", "X-Portkey-Custom-Host":
+		return classCustomHost
+	}
+	return 0
 }
 
 // classify works out the class of a header name.

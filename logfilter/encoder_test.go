@@ -347,8 +347,8 @@ func TestEncoderLeavesCallerFields(t *testing.T) {
 	}
 }
 
-// TestEncoderAllocations: scalar fields cost the encoder no allocation
-// over plain json, and each object or array it wraps at most one.
+// TestEncoderAllocations: neither scalar fields nor the objects and
+// arrays the encoder wraps cost it an allocation over plain json.
 func TestEncoderAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are not meaningful under the race detector")
@@ -368,13 +368,14 @@ func TestEncoderAllocations(t *testing.T) {
 	if got, want := allocs(enc, scalars), allocs(plain, scalars); got != want {
 		t.Errorf("scalars: %v allocations, plain json %v", got, want)
 	}
-	// Four wrapped: llm, usage, attempts and its one element.
+	// Four wrapped (llm, usage, attempts and its one element), by nodes
+	// from a pooled walker.
 	objects := append(slices.Clone(scalars), zap.Object("llm", fieldsObj{
 		zap.String("model", "m"), zap.Object("usage", fieldsObj{zap.Int("t", 1)}),
 		zap.Array("attempts", objArray{fieldsObj{zap.Int("status", 200)}}),
 	}))
-	if got, want := allocs(enc, objects), allocs(plain, objects); got > want+4 {
-		t.Errorf("objects: %v allocations, plain json %v, want at most 4 more", got, want)
+	if got, want := allocs(enc, objects), allocs(plain, objects); got > want {
+		t.Errorf("objects: %v allocations, plain json %v", got, want)
 	}
 }
 

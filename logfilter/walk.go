@@ -3,7 +3,6 @@ package logfilter
 import (
 	"net/http"
 	"strings"
-	"sync"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap/buffer"
@@ -30,12 +29,18 @@ func (r *redactor) Clone() zapcore.Encoder {
 // AddObject masks a header object and watches inside any other object.
 // zap's With (and Caddy's WithLazy of the request) lands here.
 func (r *redactor) AddObject(key string, m zapcore.ObjectMarshaler) error {
-	return r.Encoder.AddObject(key, r.s.object(key, m))
+	w := getWalker(r.s)
+	err := w.addObject(r.Encoder, key, m)
+	w.release()
+	return err
 }
 
 // AddArray watches inside the array's objects.
 func (r *redactor) AddArray(key string, a zapcore.ArrayMarshaler) error {
-	return r.Encoder.AddArray(key, r.s.array(key, a))
+	w := getWalker(r.s)
+	err := w.addArray(r.Encoder, key, a)
+	w.release()
+	return err
 }
 
 // AddReflected masks an http.Header logged by reflection under a header
@@ -59,26 +64,15 @@ func (r *redactor) EncodeEntry(ent zapcore.Entry, fields []zapcore.Field) (*buff
 	if first < 0 {
 		return r.Encoder.EncodeEntry(ent, fields)
 	}
-	p := fieldPool.Get().(*[]zapcore.Field)
-	cp := append((*p)[:0], fields...)
-	for i := first; i < len(cp); i++ {
-		r.s.wrapField(&cp[i])
+	w := getWalker(r.s)
+	w.fields = append(w.fields[:0], fields...)
+	for i := first; i < len(w.fields); i++ {
+		w.wrapField(&w.fields[i])
 	}
-	buf, err := r.Encoder.EncodeEntry(ent, cp)
-	clear(cp) // the pool must not keep the entry's values alive
-	if cap(cp) <= maxPooledFields {
-		*p = cp[:0]
-		fieldPool.Put(p)
-	}
+	buf, err := r.Encoder.EncodeEntry(ent, w.fields)
+	w.release()
 	return buf, err
 }
-
-// fieldPool holds the field copies EncodeEntry makes, so an entry with
-// objects costs no allocation for its fields slice.
-var fieldPool = sync.Pool{New: func() any { return new([]zapcore.Field) }}
-
-// maxPooledFields bounds the slices kept in fieldPool.
-const maxPooledFields = 64
 
 // headerKey reports whether an object under key is a header object:
 // Caddy's "headers" (request, upstream response, admin request),
@@ -100,45 +94,84 @@ func (s *Secrets) wraps(f *zapcore.Field) bool {
 }
 
 // wrapField puts the masking between an entry field and the encoder.
-func (s *Secrets) wrapField(f *zapcore.Field) {
+// The nodes it takes stay in use until the walker is released, after the
+// whole entry is encoded.
+func (w *walker) wrapField(f *zapcore.Field) {
 	switch f.Type {
 	case zapcore.ObjectMarshalerType:
 		if m, ok := f.Interface.(zapcore.ObjectMarshaler); ok {
-			f.Interface = s.object(f.Key, m)
+			if headerKey(f.Key) {
+				f.Interface = w.maskedNode(m)
+			} else {
+				f.Interface = w.objNode(m)
+			}
 		}
 	case zapcore.InlineMarshalerType:
 		// An inlined object's fields join the entry: none is the header
 		// object itself, but any may hold one.
 		if m, ok := f.Interface.(zapcore.ObjectMarshaler); ok {
-			f.Interface = &objNode{inner: m, s: s}
+			f.Interface = w.objNode(m)
 		}
 	case zapcore.ArrayMarshalerType:
-		if a, ok := f.Interface.(zapcore.ArrayMarshaler); ok {
-			f.Interface = s.array(f.Key, a)
+		if a, ok := f.Interface.(zapcore.ArrayMarshaler); ok && watched(a) {
+			f.Interface = w.arrNode(a, headerKey(f.Key))
 		}
 	case zapcore.ReflectType:
-		f.Interface = s.reflected(f.Key, f.Interface)
+		f.Interface = w.s.reflected(f.Key, f.Interface)
 	}
 }
 
-// object returns the marshaler that logs m under key: masked when it is a
-// header object, watched for nested header objects otherwise.
-func (s *Secrets) object(key string, m zapcore.ObjectMarshaler) zapcore.ObjectMarshaler {
+// addObject adds m under key to enc: masked when it is a header object,
+// watched for nested header objects otherwise.
+func (w *walker) addObject(enc zapcore.ObjectEncoder, key string, m zapcore.ObjectMarshaler) error {
 	if headerKey(key) {
-		return &maskedObject{inner: m, s: s}
+		n := w.maskedNode(m)
+		err := enc.AddObject(key, n)
+		w.masked.put(n)
+		return err
 	}
-	return &objNode{inner: m, s: s}
+	n := w.objNode(m)
+	err := enc.AddObject(key, n)
+	w.objs.put(n)
+	return err
 }
 
-// array returns the marshaler that logs a under key, watching its
-// objects; under a header key its objects are header objects. Caddy's
-// string arrays (a request's transfer encodings) hold no object and pass
-// as they are.
-func (s *Secrets) array(key string, a zapcore.ArrayMarshaler) zapcore.ArrayMarshaler {
-	if _, ok := a.(caddyhttp.LoggableStringArray); ok {
-		return a
+// addArray adds a under key to enc, watching its objects; under a header
+// key its objects are header objects.
+func (w *walker) addArray(enc zapcore.ObjectEncoder, key string, a zapcore.ArrayMarshaler) error {
+	if !watched(a) {
+		return enc.AddArray(key, a)
 	}
-	return &arrNode{inner: a, s: s, headers: headerKey(key)}
+	n := w.arrNode(a, headerKey(key))
+	err := enc.AddArray(key, n)
+	w.arrs.put(n)
+	return err
+}
+
+func (w *walker) objNode(m zapcore.ObjectMarshaler) *objNode {
+	n := w.objs.get()
+	n.inner, n.w = m, w
+	return n
+}
+
+func (w *walker) maskedNode(m zapcore.ObjectMarshaler) *maskedObject {
+	n := w.masked.get()
+	n.inner, n.s = m, w.s
+	return n
+}
+
+func (w *walker) arrNode(a zapcore.ArrayMarshaler, headers bool) *arrNode {
+	n := w.arrs.get()
+	n.inner, n.w, n.headers = a, w, headers
+	return n
+}
+
+// watched reports whether an array can hold objects to watch. Caddy's
+// string arrays (a request's transfer encodings) hold none and pass as
+// they are.
+func watched(a zapcore.ArrayMarshaler) bool {
+	_, ok := a.(caddyhttp.LoggableStringArray)
+	return !ok
 }
 
 // reflected masks an http.Header logged by reflection under a header key;
@@ -152,14 +185,13 @@ func (s *Secrets) reflected(key string, v any) any {
 
 // objNode logs an object that is not a header object, watching its
 // object and array fields for header objects at any depth; scalar fields
-// go straight to the real encoder. Like maskedObject it is both the
-// marshaler and the encoder the object writes to, one allocation per
-// object, safe because each node is made for one field and marshaled
-// synchronously.
+// go straight to the real encoder. It is both the marshaler and the
+// encoder the object writes to, taken from the walker for one object and
+// marshaled synchronously.
 type objNode struct {
 	zapcore.ObjectEncoder
 	inner zapcore.ObjectMarshaler
-	s     *Secrets
+	w     *walker
 }
 
 // MarshalLogObject implements zapcore.ObjectMarshaler.
@@ -170,17 +202,17 @@ func (n *objNode) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 
 // AddObject masks a nested header object, or watches inside another one.
 func (n *objNode) AddObject(key string, m zapcore.ObjectMarshaler) error {
-	return n.ObjectEncoder.AddObject(key, n.s.object(key, m))
+	return n.w.addObject(n.ObjectEncoder, key, m)
 }
 
 // AddArray watches inside a nested array.
 func (n *objNode) AddArray(key string, a zapcore.ArrayMarshaler) error {
-	return n.ObjectEncoder.AddArray(key, n.s.array(key, a))
+	return n.w.addArray(n.ObjectEncoder, key, a)
 }
 
 // AddReflected masks a nested http.Header under a header key.
 func (n *objNode) AddReflected(key string, v any) error {
-	return n.ObjectEncoder.AddReflected(key, n.s.reflected(key, v))
+	return n.ObjectEncoder.AddReflected(key, n.w.s.reflected(key, v))
 }
 
 // arrNode logs an array, watching its objects (and nested arrays); under
@@ -188,7 +220,7 @@ func (n *objNode) AddReflected(key string, v any) error {
 type arrNode struct {
 	zapcore.ArrayEncoder
 	inner   zapcore.ArrayMarshaler
-	s       *Secrets
+	w       *walker
 	headers bool
 }
 
@@ -201,20 +233,29 @@ func (a *arrNode) MarshalLogArray(enc zapcore.ArrayEncoder) error {
 // AppendObject masks or watches an element object.
 func (a *arrNode) AppendObject(m zapcore.ObjectMarshaler) error {
 	if a.headers {
-		return a.ArrayEncoder.AppendObject(&maskedObject{inner: m, s: a.s})
+		n := a.w.maskedNode(m)
+		err := a.ArrayEncoder.AppendObject(n)
+		a.w.masked.put(n)
+		return err
 	}
-	return a.ArrayEncoder.AppendObject(&objNode{inner: m, s: a.s})
+	n := a.w.objNode(m)
+	err := a.ArrayEncoder.AppendObject(n)
+	a.w.objs.put(n)
+	return err
 }
 
 // AppendArray watches inside an element array.
 func (a *arrNode) AppendArray(m zapcore.ArrayMarshaler) error {
-	return a.ArrayEncoder.AppendArray(&arrNode{inner: m, s: a.s, headers: a.headers})
+	n := a.w.arrNode(m, a.headers)
+	err := a.ArrayEncoder.AppendArray(n)
+	a.w.arrs.put(n)
+	return err
 }
 
 // AppendReflected masks an element http.Header under a header key.
 func (a *arrNode) AppendReflected(v any) error {
 	if h, ok := v.(http.Header); ok && a.headers {
-		v = a.s.maskHeader(h)
+		v = a.w.s.maskHeader(h)
 	}
 	return a.ArrayEncoder.AppendReflected(v)
 }

@@ -52,6 +52,10 @@ type Entry struct {
 	// Extra carries fields added by other parts of the pipeline (prompt id,
 	// guardrail verdicts) without this package knowing them.
 	Extra []zap.Field
+
+	// loggedAt is when Log handed the entry to the access log, which
+	// encodes it later, as of then.
+	loggedAt time.Time
 }
 
 // Attempt is one upstream call of a request.
@@ -74,11 +78,15 @@ func (a Attempt) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	return nil
 }
 
-type attempts []Attempt
+// attemptsLog logs an entry's attempts. It is the entry itself, so that
+// handing it to an encoder as an interface allocates nothing (a slice
+// would be copied to the heap); each attempt is handed on by pointer for
+// the same reason.
+type attemptsLog Entry
 
-func (as attempts) MarshalLogArray(enc zapcore.ArrayEncoder) error {
-	for _, a := range as {
-		if err := enc.AppendObject(a); err != nil {
+func (l *attemptsLog) MarshalLogArray(enc zapcore.ArrayEncoder) error {
+	for i := range l.Attempts {
+		if err := enc.AppendObject(&l.Attempts[i]); err != nil {
 			return err
 		}
 	}
@@ -117,7 +125,7 @@ func (e *Entry) Log(r *http.Request, logger *zap.Logger) {
 	now := time.Now()
 	e.record(now)
 	if extra := AccessLogFields(r); extra != nil {
-		extra.Add(zap.Object("llm", entryLog{e, now}))
+		extra.Add(e.accessField(now))
 		return
 	}
 	e.write(logger, now)
@@ -140,66 +148,121 @@ func (e *Entry) write(logger *zap.Logger, now time.Time) {
 	if ce == nil {
 		return
 	}
-	// Inline: the same fields, in the same order, at the entry's top level.
-	ce.Write(zap.Inline(entryLog{e, now}))
+	enc := fieldsEncoder{fields: make([]zap.Field, 0, 20+len(e.Extra))}
+	e.encode(&enc, now)
+	ce.Write(append(enc.fields, e.Extra...)...)
 }
 
-// entryLog marshals an entry as one object (the access log's "llm"), or
-// inline as the gateway's own entry.
-type entryLog struct {
-	e   *Entry
-	now time.Time
+// accessField is the entry as the access log's "llm" object, logged at
+// now. The object is the entry itself (with now kept in it), so the field
+// costs no allocation.
+func (e *Entry) accessField(now time.Time) zap.Field {
+	e.loggedAt = now
+	return zap.Object("llm", (*entryLog)(e))
 }
 
-// MarshalLogObject implements zapcore.ObjectMarshaler. Fields go straight
-// to the encoder's typed methods, with no zap.Field built per field: this
-// runs for every request.
-func (l entryLog) MarshalLogObject(enc zapcore.ObjectEncoder) error {
-	e := l.e
-	enc.AddString("trace_id", e.TraceID)
-	enc.AddString("api_key_name", e.KeyName)
-	enc.AddString("workspace_id", e.Workspace)
-	enc.AddString("endpoint", string(e.Operation))
-	enc.AddString("method", e.Method)
-	enc.AddString("path", e.Path)
-	enc.AddString("provider", e.Provider)
-	enc.AddString("model", e.Model)
-	enc.AddInt("status", e.Status)
-	enc.AddBool("stream", e.Stream)
-	enc.AddFloat64("duration_ms", float64(l.now.Sub(e.Start).Microseconds())/1000)
-	if !e.FirstByte.IsZero() {
-		enc.AddFloat64("ttfb_ms", float64(e.FirstByte.Sub(e.Start).Microseconds())/1000)
-	}
-	if e.VirtualKey != "" {
-		enc.AddString("virtual_key", e.VirtualKey)
-	}
-	if e.ConfigID != "" {
-		enc.AddString("config_id", e.ConfigID)
-	}
-	if e.CacheState != "" {
-		enc.AddString("cache_status", e.CacheState)
-	}
-	if e.Usage != nil {
-		_ = enc.AddObject("usage", usageLog{e.Usage})
-		if e.CostKnown {
-			enc.AddFloat64("cost_usd", e.CostUSD)
-		} else {
-			enc.AddBool("cost_unknown", true)
-		}
-	}
-	if len(e.Metadata) > 0 {
-		_ = enc.AddObject("metadata", metadataLog(e.Metadata))
-	}
-	if len(e.Attempts) > 0 {
-		_ = enc.AddArray("attempts", attempts(e.Attempts))
-	}
-	if e.Error != "" {
-		enc.AddString("error", e.Error)
-	}
+// entryLog marshals an entry as one object, for the access log, as of
+// its loggedAt.
+type entryLog Entry
+
+// MarshalLogObject implements zapcore.ObjectMarshaler.
+func (l *entryLog) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	e := (*Entry)(l)
+	e.encode(enc, e.loggedAt)
 	for _, f := range e.Extra {
 		f.AddTo(enc)
 	}
 	return nil
+}
+
+// entryEncoder is what encode writes an entry's own fields to: the
+// object encoder of the access log's llm object (any
+// zapcore.ObjectEncoder is one), or fieldsEncoder for the gateway's own
+// entry. Writing through these methods, rather than building a zap.Field
+// per field, keeps the access log path free of Field values and of
+// Field.AddTo's type switch; one list of fields serves both paths.
+type entryEncoder interface {
+	AddString(key, value string)
+	AddInt(key string, value int)
+	AddBool(key string, value bool)
+	AddFloat64(key string, value float64)
+	AddObject(key string, m zapcore.ObjectMarshaler) error
+	AddArray(key string, a zapcore.ArrayMarshaler) error
+}
+
+// fieldsEncoder collects an entry's fields, for the gateway's own entry.
+type fieldsEncoder struct{ fields []zap.Field }
+
+func (f *fieldsEncoder) AddString(k, v string)    { f.fields = append(f.fields, zap.String(k, v)) }
+func (f *fieldsEncoder) AddInt(k string, v int)   { f.fields = append(f.fields, zap.Int(k, v)) }
+func (f *fieldsEncoder) AddBool(k string, v bool) { f.fields = append(f.fields, zap.Bool(k, v)) }
+func (f *fieldsEncoder) AddFloat64(k string, v float64) {
+	f.fields = append(f.fields, zap.Float64(k, v))
+}
+
+func (f *fieldsEncoder) AddObject(k string, m zapcore.ObjectMarshaler) error {
+	f.fields = append(f.fields, zap.Object(k, m))
+	return nil
+}
+
+func (f *fieldsEncoder) AddArray(k string, a zapcore.ArrayMarshaler) error {
+	f.fields = append(f.fields, zap.Array(k, a))
+	return nil
+}
+
+// encode writes the entry's own fields (not Extra) as of now. The
+// optional ones are left out when empty.
+func (e *Entry) encode(out entryEncoder, now time.Time) {
+	out.AddString("trace_id", e.TraceID)
+	out.AddString("api_key_name", e.KeyName)
+	out.AddString("workspace_id", e.Workspace)
+	out.AddString("endpoint", string(e.Operation))
+	out.AddString("method", e.Method)
+	out.AddString("path", e.Path)
+	out.AddString("provider", e.Provider)
+	out.AddString("model", e.Model)
+	out.AddInt("status", e.Status)
+	out.AddBool("stream", e.Stream)
+	out.AddFloat64("duration_ms", float64(now.Sub(e.Start).Microseconds())/1000)
+	if !e.FirstByte.IsZero() {
+		out.AddFloat64("ttfb_ms", float64(e.FirstByte.Sub(e.Start).Microseconds())/1000)
+	}
+	if e.VirtualKey != "" {
+		out.AddString("virtual_key", e.VirtualKey)
+	}
+	if e.ConfigID != "" {
+		out.AddString("config_id", e.ConfigID)
+	}
+	if e.CacheState != "" {
+		out.AddString("cache_status", e.CacheState)
+	}
+	if e.Usage != nil {
+		addObject(out, "usage", usageLog{e.Usage})
+		if e.CostKnown {
+			out.AddFloat64("cost_usd", e.CostUSD)
+		} else {
+			out.AddBool("cost_unknown", true)
+		}
+	}
+	if len(e.Metadata) > 0 {
+		addObject(out, "metadata", metadataLog(e.Metadata))
+	}
+	if len(e.Attempts) > 0 {
+		if err := out.AddArray("attempts", (*attemptsLog)(e)); err != nil {
+			out.AddString("attemptsError", err.Error())
+		}
+	}
+	if e.Error != "" {
+		out.AddString("error", e.Error)
+	}
+}
+
+// addObject adds an object and, as zap.Object's field does, the error
+// marshaling it returned under key+"Error".
+func addObject(out entryEncoder, key string, m zapcore.ObjectMarshaler) {
+	if err := out.AddObject(key, m); err != nil {
+		out.AddString(key+"Error", err.Error())
+	}
 }
 
 // AccessLogFields returns the extra fields of Caddy's access log entry for
