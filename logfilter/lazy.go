@@ -23,7 +23,6 @@ import (
 type lazyContext struct {
 	// parent is the encoder the context was cloned from.
 	parent contextEncoder
-	s      *Secrets
 	fields []zapcore.Field
 
 	once sync.Once
@@ -62,7 +61,7 @@ func (l *lazyContext) add(f zapcore.Field) { l.fields = append(l.fields, f) }
 // Clone implements zapcore.Encoder: a context on top of this one, itself
 // recorded.
 func (l *lazyContext) Clone() zapcore.Encoder {
-	return &lazyContext{parent: l, s: l.s}
+	return &lazyContext{parent: l}
 }
 
 // EncodeEntry implements zapcore.Encoder.

@@ -23,7 +23,7 @@ type redactor struct {
 // encoded through the masking only if an entry is written with it (see
 // lazy.go).
 func (r *redactor) Clone() zapcore.Encoder {
-	return &lazyContext{parent: r, s: r.s}
+	return &lazyContext{parent: r}
 }
 
 // AddObject masks a header object and watches inside any other object.

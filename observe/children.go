@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"maps"
 	"sync"
 	"sync/atomic"
 
@@ -51,22 +52,15 @@ func (c *children[V]) with(k labelKey) V {
 	if old != nil && len(*old) >= maxChildren {
 		return v
 	}
-	next := make(map[labelKey]V, 1+lenMap(old))
+	var next map[labelKey]V
 	if old != nil {
-		for key, child := range *old {
-			next[key] = child
-		}
+		next = maps.Clone(*old)
+	} else {
+		next = make(map[labelKey]V, 1)
 	}
 	next[k] = v
 	c.m.Store(&next)
 	return v
-}
-
-func lenMap[V any](m *map[labelKey]V) int {
-	if m == nil {
-		return 0
-	}
-	return len(*m)
 }
 
 func counters(v *prometheus.CounterVec, n int) *children[prometheus.Counter] {
