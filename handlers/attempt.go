@@ -140,7 +140,7 @@ func (e *executor) attemptBody(ctx context.Context, t *routing.Target, try int, 
 	}
 	attemptCtx, obs := e.observeStart(attemptCtx, &call, &u, t)
 	defer func() { e.observeEnd(&obs, &call, t, out) }()
-	r2, proxy := e.upstreamRequest(attemptCtx, &call, &u, t)
+	r2, rt := e.upstreamRequest(attemptCtx, &call, &u, t)
 	obs.span.Inject(r2.Header)
 
 	tr := p.Translator(call.Op)
@@ -182,7 +182,7 @@ func (e *executor) attemptBody(ctx context.Context, t *routing.Target, try int, 
 			}
 		}
 	}
-	err, aborted := serveProxy(proxy, c, r2)
+	err, aborted := e.send(rt, c, r2)
 	// Whatever the upstream did, the timer may no longer fire; if it
 	// already has, the attempt timed out.
 	expired := !deadline.CompareAndSwap(deadlineRunning, deadlineStarted) && deadline.Load() == deadlineExpired
@@ -278,20 +278,6 @@ func (e *executor) finishCommitted(c *capture, res *result, sg *streamGuard) rou
 	return o
 }
 
-// serveProxy runs reverse_proxy, turning its abort panic (raised when the
-// upstream body fails after headers were written) into a flag.
-func serveProxy(proxy caddyhttp.MiddlewareHandler, c *capture, r *http.Request) (err error, aborted bool) {
-	defer func() {
-		if v := recover(); v != nil {
-			if v != http.ErrAbortHandler {
-				panic(v)
-			}
-			aborted = true
-		}
-	}()
-	return proxy.ServeHTTP(c, r, nopNext), false
-}
-
 // held completes an answer that was held whole: checked, translated, and
 // handed to the sink; serve writes it once routing ends.
 func (e *executor) held(c *capture, res *result) routing.Outcome {
@@ -336,9 +322,13 @@ func (res *result) fail(ae *apierror.Error, cause routing.Cause) routing.Outcome
 	return routing.Outcome{Status: ae.Status, Cause: cause, Result: res}
 }
 
-// upstreamRequest builds the request reverse_proxy sends and picks the
-// proxy (TLS or plain) for its scheme.
-func (e *executor) upstreamRequest(ctx context.Context, call *providers.Call, u *providers.Upstream, t *routing.Target) (*http.Request, caddyhttp.MiddlewareHandler) {
+// noUserAgent keeps net/http from sending its own User-Agent when the
+// client's is not forwarded (as reverse_proxy does).
+var noUserAgent = []string{""}
+
+// upstreamRequest builds the request sent upstream and picks the
+// transport (TLS or plain, trusted or guarded) for it.
+func (e *executor) upstreamRequest(ctx context.Context, call *providers.Call, u *providers.Upstream, t *routing.Target) (*http.Request, http.RoundTripper) {
 	src := e.r.Header
 	h := make(http.Header, len(u.Header)+4)
 	if call.Op == providers.OpProxy {
@@ -375,8 +365,10 @@ func (e *executor) upstreamRequest(ctx context.Context, call *providers.Call, u 
 	for k, v := range u.Header {
 		h[k] = v
 	}
+	if _, ok := h["User-Agent"]; !ok {
+		h["User-Agent"] = noUserAgent
+	}
 
-	ctx = withCredentials(ctx, h)
 	r2 := e.r.WithContext(ctx)
 	r2.Method = u.Method
 	r2.Header = h
@@ -385,29 +377,32 @@ func (e *executor) upstreamRequest(ctx context.Context, call *providers.Call, u 
 	r2.Host = u.URL.Host
 	r2.RequestURI = ""
 	r2.TransferEncoding = nil
+	r2.Trailer = nil
+	// The client's Connection: close is about its own connection; the
+	// provider connection stays in the pool.
+	r2.Close = false
 	r2.ContentLength = int64(len(u.Body))
-	if len(u.Body) > 0 {
-		r2.Body = io.NopCloser(bytes.NewReader(u.Body))
+	if body := u.Body; len(body) > 0 {
+		r2.Body = io.NopCloser(bytes.NewReader(body))
+		// net/http may resend the body on a fresh connection when a
+		// pooled one turns out closed.
+		r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	} else {
-		r2.Body = http.NoBody
+		r2.Body, r2.GetBody = http.NoBody, nil
 	}
 
-	host, port := u.URL.Hostname(), u.URL.Port()
 	guarded, tls := 0, 0
 	if t.GuardEgress {
 		guarded = 1
 	}
 	if u.URL.Scheme == "https" {
 		tls = 1
-		if port == "" {
-			port = "443"
-		}
-	} else if port == "" {
-		port = "80"
+		// The TLS transports take the server name from this variable:
+		// a guarded dial connects to a checked IP literal, and the
+		// certificate must still match the host name.
+		caddyhttp.SetVar(ctx, upstream.VarServerName, u.URL.Hostname())
 	}
-	caddyhttp.SetVar(ctx, upstream.VarDial, net.JoinHostPort(host, port))
-	caddyhttp.SetVar(ctx, upstream.VarServerName, host)
-	return r2, e.g.proxies[guarded][tls]
+	return r2, e.g.transports[guarded][tls]
 }
 
 // skipProxyHeader reports client headers never passed through: the
@@ -415,7 +410,9 @@ func (e *executor) upstreamRequest(ctx context.Context, call *providers.Call, u 
 // it), and framing headers the transport sets itself.
 func skipProxyHeader(k string) bool {
 	switch k {
-	case "Authorization", "Host", "Content-Length", "Expect", "Connection", "Cookie", "Proxy-Authorization":
+	case "Authorization", "Host", "Content-Length", "Expect", "Cookie", "Proxy-Authorization",
+		// Hop-by-hop headers describe the client's connection.
+		"Connection", "Proxy-Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
 		return true
 	}
 	return ingress.IsGatewayHeader(k)

@@ -1,19 +1,15 @@
 package handlers
 
 import (
-	"context"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
+
+	"go.uber.org/zap/zapcore"
 )
 
-type recordRT struct{ got http.Header }
-
-func (r *recordRT) RoundTrip(req *http.Request) (*http.Response, error) {
-	r.got = req.Header
-	return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
-}
-
-func TestCredentialsRestoredOnlyOnTheWire(t *testing.T) {
+func TestMaskedHeaderHidesCredentials(t *testing.T) {
 	h := http.Header{
 		"Content-Type":         {"application/json"},
 		"X-Api-Key":            {"k1"},
@@ -23,55 +19,23 @@ func TestCredentialsRestoredOnlyOnTheWire(t *testing.T) {
 		"Authorization":        {"Bearer k5"},
 		"Anthropic-Version":    {"2023-06-01"},
 	}
-	ctx := withCredentials(context.Background(), h)
-	if len(h) != 2 || h.Get("Content-Type") == "" || h.Get("Anthropic-Version") == "" {
-		t.Fatalf("credentials left on the logged request: %v", h)
-	}
-	req, _ := http.NewRequestWithContext(ctx, "POST", "http://127.0.0.1/", nil)
-	req.Header = h
-	rec := &recordRT{}
-	if _, err := (credTransport{next: rec}).RoundTrip(req); err != nil {
+	enc := zapcore.NewMapObjectEncoder()
+	if err := maskedHeader(h).MarshalLogObject(enc); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"X-Api-Key", "Api-Key", "X-Goog-Api-Key", "X-Amz-Security-Token", "Authorization", "Content-Type"} {
-		if rec.got.Get(k) == "" {
-			t.Errorf("%s missing on the wire", k)
+	out := fmt.Sprint(enc.Fields)
+	for _, secret := range []string{"k1", "k2", "k3", "k4", "k5"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("credential %s logged: %s", secret, out)
 		}
 	}
-	if len(req.Header) != 2 {
-		t.Fatalf("the proxy's request gained credentials: %v", req.Header)
+	for _, kept := range []string{"application/json", "2023-06-01", "REDACTED"} {
+		if !strings.Contains(out, kept) {
+			t.Errorf("%s missing from %s", kept, out)
+		}
 	}
-}
-
-func TestForwardedHeadersNotSent(t *testing.T) {
-	for _, withCreds := range []bool{true, false} {
-		h := http.Header{
-			"Content-Type":      {"application/json"},
-			"X-Forwarded-For":   {"203.0.113.9"},
-			"X-Forwarded-Host":  {"gw.example"},
-			"X-Forwarded-Proto": {"https"},
-		}
-		if withCreds {
-			h["Authorization"] = []string{"Bearer k"}
-		}
-		ctx := withCredentials(context.Background(), h)
-		req, _ := http.NewRequestWithContext(ctx, "POST", "http://127.0.0.1/", nil)
-		req.Header = h
-		rec := &recordRT{}
-		if _, err := (credTransport{next: rec}).RoundTrip(req); err != nil {
-			t.Fatal(err)
-		}
-		for k := range rec.got {
-			if isForwardedHeader(k) {
-				t.Errorf("creds=%v: %s sent to the provider", withCreds, k)
-			}
-		}
-		if rec.got.Get("Content-Type") == "" || withCreds && rec.got.Get("Authorization") == "" {
-			t.Errorf("creds=%v: headers lost: %v", withCreds, rec.got)
-		}
-		if h.Get("X-Forwarded-For") == "" {
-			t.Errorf("creds=%v: the proxy's own request was changed", withCreds)
-		}
+	if len(enc.Fields) != len(h) {
+		t.Errorf("logged %d headers, want %d", len(enc.Fields), len(h))
 	}
 }
 

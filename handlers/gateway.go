@@ -1,12 +1,13 @@
 // Package handlers is the gateway's data plane: the llm_gateway HTTP
 // handler that authenticates a request, resolves its plan, runs the routing
 // strategy and sends each attempt upstream through a Caddy-provisioned
-// reverse_proxy.
+// reverse_proxy http transport.
 package handlers
 
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -61,14 +62,14 @@ type Gateway struct {
 	Stages StageSource `json:"-"`
 
 	app *app.App
-	// proxies[guarded][tls]: plain and TLS, for trusted and for guarded
-	// attempts. A transport is TLS or not for all its upstreams; and
-	// guarded attempts (addresses from client input) get transports of
-	// their own, because a connection pool is keyed by host:port only: a
-	// guarded request must never reuse an idle connection a trusted
+	// transports[guarded][tls]: plain and TLS, for trusted and for
+	// guarded attempts. A transport is TLS or not for all its upstreams;
+	// and guarded attempts (addresses from client input) get transports
+	// of their own, because a connection pool is keyed by host:port only:
+	// a guarded request must never reuse an idle connection a trusted
 	// virtual key opened to an internal address.
-	proxies [2][2]*reverseproxy.Handler
-	guard   *upstream.Guard
+	transports [2][2]http.RoundTripper
+	guard      *upstream.Guard
 	// hooks runs the hooks and guardrails of configs (guardrails.go).
 	hooks   *guardrails.Runner
 	router  *routing.Router
@@ -89,9 +90,9 @@ func (Gateway) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision loads the llm app and provisions four reverse_proxy handlers:
-// TLS and plain-HTTP, each for trusted and for guarded attempts (see
-// Gateway.proxies).
+// Provision loads the llm app and provisions four reverse_proxy http
+// transports: TLS and plain-HTTP, each for trusted and for guarded
+// attempts (see Gateway.transports).
 func (g *Gateway) Provision(ctx caddy.Context) error {
 	g.logger = ctx.Logger()
 	if g.MaxRequestBody <= 0 {
@@ -111,7 +112,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	g.provisionGuardrails()
 	for guarded := range 2 {
 		for tls := range 2 {
-			if g.proxies[guarded][tls], err = g.loadProxy(ctx, tls == 1); err != nil {
+			if g.transports[guarded][tls], err = g.loadTransport(ctx, tls == 1); err != nil {
 				return err
 			}
 		}
@@ -134,18 +135,16 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// proxyBodyBuffer is how much of an upstream request body reverse_proxy
-// buffers (see loadProxy): every usual chat request fits.
-const proxyBodyBuffer = 64 << 10
-
-func (g *Gateway) loadProxy(ctx caddy.Context, tls bool) (*reverseproxy.Handler, error) {
+// loadTransport provisions Caddy's reverse_proxy "http" transport with the
+// user's transport options; attempts call it directly (see send.go).
+func (g *Gateway) loadTransport(ctx caddy.Context, tls bool) (http.RoundTripper, error) {
 	transport := map[string]any{}
 	if len(g.Transport) > 0 {
 		if err := json.Unmarshal(g.Transport, &transport); err != nil {
 			return nil, fmt.Errorf("transport: %v", err)
 		}
 	}
-	transport["protocol"] = "http"
+	delete(transport, "protocol")
 	if tls {
 		tlsCfg, _ := transport["tls"].(map[string]any)
 		if tlsCfg == nil {
@@ -156,35 +155,17 @@ func (g *Gateway) loadProxy(ctx caddy.Context, tls bool) (*reverseproxy.Handler,
 	} else {
 		delete(transport, "tls")
 	}
-	cfg := map[string]any{
-		"transport":         transport,
-		"dynamic_upstreams": map[string]any{"source": upstream.SourceModuleName},
-		// The body is already in memory. Caddy wraps a request body in
-		// readers net/http does not recognise as in-memory, so it would
-		// flush the upstream request's headers and body in two writes
-		// and copy the body through a fresh 32 KiB buffer; a buffered
-		// body is handed over as a bytes.Reader: one write, no buffer.
-		// Larger bodies stream after their first proxyBodyBuffer bytes.
-		"request_buffers": proxyBodyBuffer,
-		// The X-Forwarded-* headers reverse_proxy adds are dropped by
-		// credTransport, which copies the headers anyway.
-	}
-	raw, err := json.Marshal(cfg)
+	raw, err := json.Marshal(transport)
 	if err != nil {
 		return nil, err
 	}
-	mod, err := ctx.LoadModuleByID("http.handlers.reverse_proxy", raw)
+	mod, err := ctx.LoadModuleByID("http.reverse_proxy.transport.http", raw)
 	if err != nil {
-		return nil, fmt.Errorf("provisioning reverse_proxy: %v", err)
+		return nil, fmt.Errorf("provisioning the http transport: %v", err)
 	}
-	rp := mod.(*reverseproxy.Handler)
-	if ht, ok := rp.Transport.(*reverseproxy.HTTPTransport); ok && ht.Transport != nil {
-		upstream.WrapTransport(ht.Transport)
-	}
-	// Credentials are added only as the request goes on the wire, so
-	// the requests the proxy logs carry none (see credentials.go).
-	rp.Transport = credTransport{next: rp.Transport}
-	return rp, nil
+	ht := mod.(*reverseproxy.HTTPTransport)
+	upstream.WrapTransport(ht.Transport)
+	return ht, nil
 }
 
 // Cleanup releases the shared state this handler loaded.

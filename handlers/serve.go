@@ -20,8 +20,6 @@ import (
 // StatusClientClosed is logged when the client went away mid-request.
 const StatusClientClosed = 499
 
-var nopNext = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
-
 // flight is the record of one request in progress: its log entry, its
 // responder and, once routing ended, the final attempt's result. Only
 // serve and finish write it; attempts return results instead.

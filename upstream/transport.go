@@ -9,7 +9,7 @@ import (
 )
 
 // WrapTransport applies the egress guard to every way t dials: DialContext
-// (see Wrap) and, when set, DialTLSContext. Caddy's reverse_proxy sets
+// (see Wrap) and, when set, DialTLSContext. Caddy's http transport sets
 // DialTLSContext whenever the TLS server name is a placeholder (as the
 // gateway's is), and that function dials through Caddy's own dialer, not
 // t.DialContext: wrapping DialContext alone leaves HTTPS custom hosts
