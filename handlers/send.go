@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"sync"
@@ -59,8 +60,9 @@ func (e *executor) send(rt http.RoundTripper, c *capture, req *http.Request) (er
 	}
 	c.WriteHeader(res.StatusCode)
 	if c.mode == modeHold && res.ContentLength > 0 && res.ContentLength <= c.maxBody {
-		// A held answer of known length is read in one allocation.
-		c.buf.Grow(int(res.ContentLength))
+		// A held answer of known length is read into one allocation of
+		// that length.
+		c.buf = *bytes.NewBuffer(make([]byte, 0, res.ContentLength))
 	}
 	// Streams are flushed after every read, as reverse_proxy flushes an
 	// event stream or an answer of unknown length.

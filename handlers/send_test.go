@@ -1,0 +1,228 @@
+package handlers
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+)
+
+// fakeRT answers every round trip with res (or err), recording the request.
+type fakeRT struct {
+	res *http.Response
+	err error
+	got *http.Request
+}
+
+func (f *fakeRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	f.got = r
+	return f.res, f.err
+}
+
+// chunks is a body that arrives in the given reads, then fails with end
+// (io.EOF for a clean end).
+type chunks struct {
+	parts []string
+	end   error
+}
+
+func (c *chunks) Read(p []byte) (int, error) {
+	if len(c.parts) == 0 {
+		return 0, c.end
+	}
+	n := copy(p, c.parts[0])
+	c.parts = c.parts[1:]
+	return n, nil
+}
+
+// flushCounter is a client that records each write and each flush.
+type flushCounter struct {
+	*httptest.ResponseRecorder
+	log []string
+}
+
+func (f *flushCounter) Write(p []byte) (int, error) {
+	f.log = append(f.log, "w")
+	return f.ResponseRecorder.Write(p)
+}
+
+func (f *flushCounter) Flush() { f.log = append(f.log, "f") }
+
+func testExecutor(logger *zap.Logger) *executor {
+	return &executor{g: &Gateway{logger: logger}, out: &responder{traceID: "trace-1"}}
+}
+
+func testCapture(client http.ResponseWriter, call *providers.Call) *capture {
+	return &capture{
+		client:  client,
+		call:    call,
+		maxBody: 1 << 20,
+		header:  make(http.Header),
+		commit: func(status int, h http.Header) {
+			for k, v := range h {
+				client.Header()[k] = v
+			}
+			client.WriteHeader(status)
+		},
+	}
+}
+
+func answer(status int, h http.Header, length int64, body io.Reader) *http.Response {
+	return &http.Response{StatusCode: status, Header: h, ContentLength: length, Body: io.NopCloser(body)}
+}
+
+func TestSend(t *testing.T) {
+	sse := http.Header{"Content-Type": {"text/event-stream"}}
+	tests := []struct {
+		name        string
+		res         *http.Response
+		rtErr       error
+		call        providers.Call
+		wantErr     bool
+		wantAborted bool
+		wantBody    string
+		wantLog     string // writes (w) and flushes (f) the client saw
+	}{
+		{
+			name:     "stream flushed after every read",
+			res:      answer(200, sse, -1, &chunks{parts: []string{"data: {\"a\":1}\n\n", "data: [DONE]\n\n"}, end: io.EOF}),
+			call:     providers.Call{Stream: true, Op: providers.OpChat},
+			wantBody: "data: {\"a\":1}\n\ndata: [DONE]\n\n",
+			wantLog:  "wfwf",
+		},
+		{
+			name:     "answer of known length not flushed",
+			res:      answer(200, http.Header{"Content-Type": {"application/json"}}, 9, &chunks{parts: []string{`{"a":`, `1}`}, end: io.EOF}),
+			call:     providers.Call{Op: providers.OpProxy},
+			wantBody: `{"a":1}`,
+			wantLog:  "ww",
+		},
+		{
+			name:        "body broken after the status is an abort",
+			res:         answer(200, sse, -1, &chunks{parts: []string{"data: {\"a\":1}\n\n"}, end: io.ErrUnexpectedEOF}),
+			call:        providers.Call{Stream: true, Op: providers.OpChat},
+			wantAborted: true,
+			wantBody:    "data: {\"a\":1}\n\n",
+			wantLog:     "wf",
+		},
+		{
+			name:    "no answer is an error, nothing written",
+			rtErr:   errors.New("dial tcp: connection refused"),
+			call:    providers.Call{Op: providers.OpChat},
+			wantErr: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := &flushCounter{ResponseRecorder: httptest.NewRecorder()}
+			c := testCapture(client, &tt.call)
+			rt := &fakeRT{res: tt.res, err: tt.rtErr}
+			req := httptest.NewRequest(http.MethodPost, "http://provider.test/v1/chat/completions", nil)
+			err, aborted := testExecutor(zap.NewNop()).send(rt, c, req)
+			if (err != nil) != tt.wantErr || aborted != tt.wantAborted {
+				t.Fatalf("err=%v aborted=%v, want err=%v aborted=%v", err, aborted, tt.wantErr, tt.wantAborted)
+			}
+			if got := client.Body.String(); got != tt.wantBody {
+				t.Errorf("client got %q, want %q", got, tt.wantBody)
+			}
+			if got := strings.Join(client.log, ""); got != tt.wantLog {
+				t.Errorf("writes and flushes %q, want %q", got, tt.wantLog)
+			}
+			if tt.wantErr && c.status != 0 {
+				t.Errorf("capture got status %d from a failed round trip", c.status)
+			}
+		})
+	}
+}
+
+func TestSendDropsHopHeaders(t *testing.T) {
+	h := http.Header{
+		"Content-Type":      {"application/json"},
+		"X-Request-Id":      {"req-1"},
+		"Connection":        {"keep-alive"},
+		"Keep-Alive":        {"timeout=5"},
+		"Alt-Svc":           {`h3=":443"`},
+		"Upgrade":           {"h2c"},
+		"Proxy-Connection":  {"keep-alive"},
+		"Transfer-Encoding": {"chunked"},
+	}
+	c := testCapture(httptest.NewRecorder(), &providers.Call{Op: providers.OpProxy})
+	rt := &fakeRT{res: answer(200, h, 2, strings.NewReader("{}"))}
+	req := httptest.NewRequest(http.MethodGet, "http://provider.test/v1/models", nil)
+	if err, aborted := testExecutor(zap.NewNop()).send(rt, c, req); err != nil || aborted {
+		t.Fatal(err, aborted)
+	}
+	for _, k := range hopHeaders {
+		if _, ok := c.header[k]; ok {
+			t.Errorf("hop-by-hop header %s passed on", k)
+		}
+	}
+	if c.header.Get("X-Request-Id") != "req-1" || c.header.Get("Content-Type") != "application/json" {
+		t.Errorf("end-to-end headers lost: %v", c.header)
+	}
+}
+
+func TestSendHeldAnswerOneAllocation(t *testing.T) {
+	body := strings.Repeat("x", 5000)
+	c := testCapture(httptest.NewRecorder(), &providers.Call{Op: providers.OpChat})
+	c.hold = true
+	rt := &fakeRT{res: answer(200, http.Header{"Content-Type": {"application/json"}}, int64(len(body)), &chunks{parts: []string{body[:1000], body[1000:]}, end: io.EOF})}
+	req := httptest.NewRequest(http.MethodPost, "http://provider.test/v1/chat/completions", nil)
+	if err, aborted := testExecutor(zap.NewNop()).send(rt, c, req); err != nil || aborted {
+		t.Fatal(err, aborted)
+	}
+	if c.buf.String() != body {
+		t.Fatalf("held %d bytes, want %d", c.buf.Len(), len(body))
+	}
+	if c.buf.Cap() != len(body) {
+		t.Errorf("held buffer capacity %d, want exactly the declared length %d", c.buf.Cap(), len(body))
+	}
+}
+
+func TestSendTooLargeIsAnAbort(t *testing.T) {
+	c := testCapture(httptest.NewRecorder(), &providers.Call{Op: providers.OpChat})
+	c.hold, c.maxBody = true, 10
+	rt := &fakeRT{res: answer(200, http.Header{"Content-Type": {"application/json"}}, -1, strings.NewReader(strings.Repeat("x", 100)))}
+	req := httptest.NewRequest(http.MethodPost, "http://provider.test/v1/chat/completions", nil)
+	err, aborted := testExecutor(zap.NewNop()).send(rt, c, req)
+	if err != nil || !aborted || !c.tooLarge || c.committed {
+		t.Fatalf("err=%v aborted=%v tooLarge=%v committed=%v", err, aborted, c.tooLarge, c.committed)
+	}
+}
+
+func TestRoundTripDebugLineMasksCredentials(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	c := testCapture(httptest.NewRecorder(), &providers.Call{Op: providers.OpChat})
+	rt := &fakeRT{res: answer(200, http.Header{"Content-Type": {"application/json"}}, 2, strings.NewReader("{}"))}
+	req := httptest.NewRequest(http.MethodPost, "http://provider.test/v1/chat/completions", nil)
+	req.Header = http.Header{"X-Api-Key": {"sk-secret-1"}, "Authorization": {"Bearer sk-secret-2"}, "Content-Type": {"application/json"}}
+	if err, _ := testExecutor(zap.New(core)).send(rt, c, req); err != nil {
+		t.Fatal(err)
+	}
+	entries := logs.FilterMessage("upstream roundtrip").All()
+	if len(entries) != 1 {
+		t.Fatalf("%d upstream roundtrip lines, want 1", len(entries))
+	}
+	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	buf, err := enc.EncodeEntry(entries[0].Entry, entries[0].Context)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := buf.String()
+	if strings.Contains(line, "sk-secret") {
+		t.Fatalf("credential in the DEBUG line: %s", line)
+	}
+	for _, want := range []string{`"upstream":"provider.test"`, `"status":200`, `"Content-Type":["application/json"]`, `"trace_id":"trace-1"`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("%s missing from %s", want, line)
+		}
+	}
+}
