@@ -30,14 +30,14 @@ const (
 	modeConvert
 )
 
-// errResponseTooLarge stops reverse_proxy copying an answer larger than
+// errResponseTooLarge stops send copying an answer larger than
 // max_response_body into a held buffer.
 var errResponseTooLarge = errors.New("response exceeds max_response_body")
 
 // maxErrorBody bounds how much of an error response is kept in memory.
 const maxErrorBody = 1 << 20
 
-// capture is the ResponseWriter handed to reverse_proxy for one attempt.
+// capture is the ResponseWriter send copies one attempt's answer into.
 // It has its own header map, so nothing a failed attempt set can leak into
 // the response of a later one; headers reach the client only on commit.
 type capture struct {
@@ -180,7 +180,7 @@ func (c *capture) Write(p []byte) (int, error) {
 		return len(p), nil
 	case modeHold:
 		if c.tooLarge || int64(c.buf.Len()+len(p)) > c.maxBody {
-			// Stop reading: reverse_proxy aborts the upstream body, and
+			// Stop reading: send aborts the upstream body, and
 			// the memory goes back at once.
 			c.tooLarge = true
 			c.buf = bytes.Buffer{}
@@ -201,7 +201,7 @@ func (c *capture) Write(p []byte) (int, error) {
 	return c.client.Write(p)
 }
 
-// FlushError lets reverse_proxy flush each SSE event to the client.
+// FlushError lets send flush each SSE event to the client.
 func (c *capture) FlushError() error {
 	if !c.committed || c.mode == modeBuffer || c.mode == modeHold {
 		return nil

@@ -10,7 +10,7 @@ import (
 )
 
 // Routing benchmarks run the whole path in process: client → Caddy →
-// llm_gateway → reverse_proxy → a local upstream that answers at once. The
+// llm_gateway → Caddy's http transport → a local upstream that answers at once. The
 // allocations counted are the whole process's (client, server, gateway
 // and upstream). Compare:
 //
