@@ -39,6 +39,13 @@ type sseFilter struct {
 	// than one per event through every writer layer; past outBatch
 	// bytes it is written at once.
 	out []byte
+	// src is the Write's input. While direct holds, every event so far
+	// was cut from src alone and kept, so the kept bytes are src's
+	// first directLen bytes, written without a copy (the usual read:
+	// whole events, none dropped).
+	src       []byte
+	direct    bool
+	directLen int
 }
 
 // outBatch bounds the kept events gathered before they are written.
@@ -51,9 +58,18 @@ func (f *sseFilter) Write(p []byte) (int, error) {
 	if f.each == nil {
 		f.each = f.event
 	}
-	if err := f.split.Feed(p, f.each); err != nil {
+	f.src, f.direct, f.directLen = p, f.split.Buffered() == 0, 0
+	err := f.split.Feed(p, f.each)
+	direct := f.direct
+	f.src, f.direct = nil, false
+	if err != nil {
 		f.writeError = err
 		return 0, err
+	}
+	if direct && f.directLen > 0 && f.writeError == nil {
+		if _, err := f.w.Write(p[:f.directLen]); err != nil {
+			f.writeError = err
+		}
 	}
 	f.flushOut()
 	if f.writeError != nil {
@@ -64,7 +80,18 @@ func (f *sseFilter) Write(p []byte) (int, error) {
 
 // event gathers one complete event for the client unless it is dropped.
 func (f *sseFilter) event(ev *sse.Event) bool {
-	if !f.keep(ev) {
+	kept := f.keep(ev)
+	if f.direct {
+		if kept && (len(ev.Raw) == 0 || f.directLen < len(f.src) && &ev.Raw[0] == &f.src[f.directLen]) {
+			f.directLen += len(ev.Raw)
+			return true
+		}
+		// A dropped event, or one not next in src: from here on the
+		// kept events are copied.
+		f.out = append(f.out, f.src[:f.directLen]...)
+		f.direct = false
+	}
+	if !kept {
 		return true
 	}
 	f.out = append(f.out, ev.Raw...)

@@ -188,3 +188,70 @@ func TestHasUsage(t *testing.T) {
 		}
 	}
 }
+
+// sameArray records whether each write handed on the caller's own bytes.
+type sameArray struct {
+	src    []byte
+	copied []bool
+}
+
+func (s *sameArray) Write(p []byte) (int, error) {
+	s.copied = append(s.copied, len(p) > 0 && &p[0] != &s.src[0])
+	return len(p), nil
+}
+
+// TestSSEFilterWholeReadsNotCopied: a read of whole events, all kept, goes
+// to the client as the read's own bytes; one with a dropped event is
+// copied, without the dropped event.
+func TestSSEFilterWholeReadsNotCopied(t *testing.T) {
+	tests := []struct {
+		name       string
+		read       string
+		dropUsage  bool
+		wantCopied bool
+	}{
+		{"all kept", chunkA + chunkA + usageChunk + doneChunk, false, false},
+		{"usage chunk dropped", chunkA + usageChunk + chunkA + doneChunk, true, true},
+		{"incomplete tail held back", chunkA + chunkA[:7], false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := []byte(tt.read)
+			out := &sameArray{src: src}
+			f := &sseFilter{w: out, dropUsage: tt.dropUsage}
+			if _, err := f.Write(src); err != nil {
+				t.Fatal(err)
+			}
+			if len(out.copied) != 1 || out.copied[0] != tt.wantCopied {
+				t.Fatalf("writes copied %v, want one write, copied=%v", out.copied, tt.wantCopied)
+			}
+		})
+	}
+}
+
+// TestSSEFilterThreeReads: every pair of cut points, with and without the
+// usage chunk dropped, gives the same output (the direct and copying
+// paths meet in every order).
+func TestSSEFilterThreeReads(t *testing.T) {
+	stream := chunkA + usageChunk + chunkA + doneChunk
+	for _, drop := range []bool{false, true} {
+		want := stream
+		if drop {
+			want = chunkA + chunkA + doneChunk
+		}
+		for i := 0; i <= len(stream); i++ {
+			for j := i; j <= len(stream); j++ {
+				var out bytes.Buffer
+				f := &sseFilter{w: &out, dropUsage: drop}
+				for _, r := range []string{stream[:i], stream[i:j], stream[j:]} {
+					if _, err := f.Write([]byte(r)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := f.Flush(); err != nil || out.String() != want {
+					t.Fatalf("drop=%v cuts %d,%d: err %v, got %q", drop, i, j, err, out.String())
+				}
+			}
+		}
+	}
+}
