@@ -145,6 +145,11 @@ func (g *Gateway) loadTransport(ctx caddy.Context, tls bool) (http.RoundTripper,
 		}
 	}
 	delete(transport, "protocol")
+	if _, ok := transport["proxy_protocol"]; ok {
+		// It would tell every provider the client's address, which the
+		// gateway keeps from them (no X-Forwarded-* either).
+		return nil, fmt.Errorf("transport: proxy_protocol is not supported: providers are not told client addresses")
+	}
 	if tls {
 		tlsCfg, _ := transport["tls"].(map[string]any)
 		if tlsCfg == nil {

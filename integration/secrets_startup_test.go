@@ -55,3 +55,12 @@ func TestVirtualKeyEmptyCredentialFailsLoad(t *testing.T) {
 	t.Setenv("TEST_UNSET_PROVIDER_KEY_XYZ", "sk-now-set")
 	loadSite(t, site{LLM: tests[0].llm})
 }
+
+// TestTransportProxyProtocolRefused: the PROXY protocol would tell every
+// provider the client's address; a transport asking for it fails the load.
+func TestTransportProxyProtocolRefused(t *testing.T) {
+	err := tryLoad(site{Gateway: "custom_host_allow loopback\n\t\t\ttransport http {\n\t\t\t\tproxy_protocol v2\n\t\t\t}"})
+	if err == nil || !strings.Contains(err.Error(), "proxy_protocol is not supported") {
+		t.Fatalf("load error %v, want proxy_protocol refused", err)
+	}
+}
