@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/logfilter"
 )
 
 // An attempt goes upstream through the provisioned http transport itself
@@ -134,13 +137,15 @@ func (l upstreamRequestLog) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	return enc.AddObject("headers", maskedHeader(l.r.Header))
 }
 
-// maskedHeader logs a header map with every credential value replaced.
+// maskedHeader logs a header map with the value of every header the
+// llm_secrets log encoder treats as a credential replaced (one list:
+// logfilter.Sensitive), not only Authorization and Cookie.
 type maskedHeader http.Header
 
 // MarshalLogObject implements zapcore.ObjectMarshaler.
 func (h maskedHeader) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	for k, v := range h {
-		if isCredentialHeader(k) {
+		if logfilter.Sensitive(strings.ToLower(k)) {
 			v = []string{"REDACTED"}
 		}
 		if err := enc.AddArray(k, zapcore.ArrayMarshalerFunc(func(ae zapcore.ArrayEncoder) error {
