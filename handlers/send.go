@@ -38,6 +38,10 @@ var hopHeaders = [...]string{
 // fills it, and a JSON answer usually comes in one read.
 const copyBufSize = 32 << 10
 
+// maxPrealloc bounds the buffer allocated for a held answer on the word of
+// its Content-Length.
+const maxPrealloc = 1 << 20
+
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
 
 // send makes one round trip through rt and copies the answer into c as it
@@ -62,9 +66,10 @@ func (e *executor) send(rt http.RoundTripper, c *capture, req *http.Request) (er
 		delete(h, k)
 	}
 	c.WriteHeader(res.StatusCode)
-	if c.mode == modeHold && res.ContentLength > 0 && res.ContentLength <= c.maxBody {
+	if c.mode == modeHold && res.ContentLength > 0 && res.ContentLength <= min(c.maxBody, maxPrealloc) {
 		// A held answer of known length is read into one allocation of
-		// that length.
+		// that length. A longer one grows with the bytes that actually
+		// arrive: a declared length alone does not take memory.
 		c.buf = *bytes.NewBuffer(make([]byte, 0, res.ContentLength))
 	}
 	// Streams are flushed after every read, as reverse_proxy flushes an

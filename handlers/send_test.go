@@ -257,3 +257,18 @@ func TestMaskedHeaderHidesCredentials(t *testing.T) {
 		t.Errorf("logged %d headers, want %d", len(enc.Fields), len(h))
 	}
 }
+
+// TestSendDeclaredLengthTakesNoMemory: a large declared Content-Length
+// (within max_response_body) allocates nothing before bytes arrive.
+func TestSendDeclaredLengthTakesNoMemory(t *testing.T) {
+	c := testCapture(httptest.NewRecorder(), &providers.Call{Op: providers.OpChat})
+	c.hold, c.maxBody = true, 64<<20
+	rt := &fakeRT{res: answer(200, http.Header{"Content-Type": {"application/json"}}, 60<<20, &chunks{parts: []string{"{}"}, end: io.ErrUnexpectedEOF})}
+	req := httptest.NewRequest(http.MethodPost, "http://provider.test/v1/chat/completions", nil)
+	if _, aborted := testExecutor(zap.NewNop()).send(rt, c, req); !aborted {
+		t.Fatal("a body shorter than its declared length must be an abort")
+	}
+	if c.buf.Cap() > 1<<20 {
+		t.Fatalf("held buffer of %d bytes allocated for 2 bytes received", c.buf.Cap())
+	}
+}
