@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // newFakeOpenAITLS is the fake OpenAI provider over HTTPS, with its
@@ -63,5 +64,41 @@ func TestTLSProvider(t *testing.T) {
 				t.Fatalf("answer %s", raw)
 			}
 		})
+	}
+}
+
+// TestTransportOptionsApply: the llm_gateway block's transport http
+// options govern provider connections: with response_header_timeout
+// shorter than the provider's delay the attempt fails as unreachable;
+// without the delay the same route answers.
+func TestTransportOptionsApply(t *testing.T) {
+	up := newFakeOpenAI(t)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	up.Hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
+		if r.Header.Get("X-Test-Delay") == "" {
+			return false
+		}
+		// Hold the headers back: the gateway gives up first. Were the
+		// timeout ignored, the answer comes after 5 s and the test
+		// fails on its status rather than hanging.
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return true
+		case <-time.After(5 * time.Second):
+		}
+		return false
+	}
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	headers := []string{"x-gateway-provider", "openai", "x-gateway-custom-host", up.URL + "/v1", "Authorization", "Bearer sk-test-provider"}
+	loadSite(t, site{Gateway: "custom_host_allow loopback\n\t\t\ttransport http {\n\t\t\t\tresponse_header_timeout 100ms\n\t\t\t}"})
+	delayed := append([]string{"X-Test-Delay", "1", "x-gateway-forward-headers", "X-Test-Delay"}, headers...)
+	resp, raw := do(t, "POST", "/chat/completions", body, delayed...)
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(raw), "upstream_unreachable") {
+		t.Fatalf("status %d: %s; want the header timeout to end the attempt", resp.StatusCode, raw)
+	}
+	if resp, raw := do(t, "POST", "/chat/completions", body, headers...); resp.StatusCode != 200 {
+		t.Fatalf("status %d without delay: %s", resp.StatusCode, raw)
 	}
 }
