@@ -5,7 +5,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
@@ -81,14 +80,10 @@ func (OpenAI) Prepare(c *providers.Call, s *providers.Settings, u *providers.Ups
 		target.RawQuery = mergeQuery(c.RawQuery, version)
 	}
 	body = withModelName(c, s, body)
-	if c.Stream && (c.Op == providers.OpChat || c.Op == providers.OpCompletions) && streamUsage(version) &&
-		!gjson.GetBytes(body, "stream_options.include_usage").Bool() {
+	if c.Stream && (c.Op == providers.OpChat || c.Op == providers.OpCompletions) && streamUsage(version) {
 		// Ask for usage in every stream so the gateway can account for
 		// it; the extra chunk is stripped when the client did not ask.
-		if b, err := sjson.SetBytes(body, "stream_options.include_usage", true); err == nil {
-			body = b
-			c.UsageAdded = true
-		}
+		body, c.UsageAdded = providers.WithStreamUsage(body)
 	}
 	u.Method, u.URL, u.Body = c.Method, &target, body
 	setAuth(u.Header, s.APIKey, "api-key")

@@ -8,9 +8,6 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
-
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
@@ -111,12 +108,8 @@ func (p *compat) Prepare(c *providers.Call, s *providers.Settings, u *providers.
 			u.Header.Set("OpenAI-Project", s.VendorProject)
 		}
 	}
-	if c.Stream && p.row.StreamUsage && (c.Op == providers.OpChat || c.Op == providers.OpCompletions) &&
-		!gjson.GetBytes(c.Body, "stream_options.include_usage").Bool() {
-		if b, err := sjson.SetBytes(c.Body, "stream_options.include_usage", true); err == nil {
-			u.Body = b
-			c.UsageAdded = true
-		}
+	if c.Stream && p.row.StreamUsage && (c.Op == providers.OpChat || c.Op == providers.OpCompletions) {
+		u.Body, c.UsageAdded = providers.WithStreamUsage(c.Body)
 	}
 	return nil
 }
