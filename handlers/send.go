@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -150,7 +149,7 @@ type maskedHeader http.Header
 // MarshalLogObject implements zapcore.ObjectMarshaler.
 func (h maskedHeader) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	for k, v := range h {
-		if sensitiveHeader(k) {
+		if logfilter.SensitiveName(k) {
 			v = []string{"REDACTED"}
 		}
 		if err := enc.AddArray(k, zapcore.ArrayMarshalerFunc(func(ae zapcore.ArrayEncoder) error {
@@ -163,23 +162,4 @@ func (h maskedHeader) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 		}
 	}
 	return nil
-}
-
-// sensitiveHeader is logfilter.Sensitive for a header name in any case,
-// lower-cased on the stack: the DEBUG line asks it for every header of
-// every upstream request and answer.
-func sensitiveHeader(k string) bool {
-	var buf [64]byte
-	if len(k) > len(buf) {
-		return logfilter.Sensitive(strings.ToLower(k))
-	}
-	b := buf[:len(k)]
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		b[i] = c
-	}
-	return logfilter.Sensitive(string(b))
 }

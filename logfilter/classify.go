@@ -165,3 +165,22 @@ func Sensitive(lower string) bool {
 	}
 	return false
 }
+
+// SensitiveName is Sensitive for a header name in any case (as Go
+// canonicalises it), lower-cased on the stack: a caller may ask it for
+// every header of every request without allocating.
+func SensitiveName(name string) bool {
+	var buf [64]byte
+	if len(name) > len(buf) {
+		return Sensitive(strings.ToLower(name))
+	}
+	b := buf[:len(name)]
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		b[i] = c
+	}
+	return Sensitive(string(b))
+}
