@@ -48,12 +48,12 @@ func (s *Store) ServeFiles(w http.ResponseWriter, r *http.Request, workspace str
 			writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "file", "deleted": true})
 		}
 	case sub == "content" && r.Method == http.MethodGet:
-		var b []byte
-		if b, _, err = s.Content(r.Context(), workspace, id); err == nil {
-			w.Header().Set("Content-Type", "application/octet-stream")
-			w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-			w.WriteHeader(http.StatusOK)
-			_, _ = w.Write(b)
+		var (
+			rd io.Reader
+			f  *File
+		)
+		if rd, f, err = s.Open(r.Context(), workspace, id); err == nil {
+			err = serveContent(w, rd, f)
 		}
 	default:
 		err = apierror.Newf(http.StatusMethodNotAllowed, apierror.TypeInvalidRequest, "%s is not supported on %s", r.Method, apierror.QuotePath(r.URL.Path))
@@ -64,42 +64,73 @@ func (s *Store) ServeFiles(w http.ResponseWriter, r *http.Request, workspace str
 	return true
 }
 
+// serveContent streams a file's content a chunk at a time. An error
+// before the first chunk is answered; one after it can only cut the
+// answer short, which the declared length makes visible to the client.
+func serveContent(w http.ResponseWriter, rd io.Reader, f *File) error {
+	first := make([]byte, ChunkBytes)
+	n, err := io.ReadFull(rd, first)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		if ae := new(apierror.Error); errors.As(err, &ae) {
+			return ae
+		}
+		return storeFailure()
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(f.Bytes, 10))
+	w.WriteHeader(http.StatusOK)
+	if _, err := w.Write(first[:n]); err != nil {
+		return nil
+	}
+	_, _ = io.Copy(w, rd)
+	return nil
+}
+
 func (s *Store) serveUpload(w http.ResponseWriter, r *http.Request, workspace string) error {
 	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
 		return apierror.BadRequest("file", "upload the file as multipart/form-data with fields 'file' and 'purpose'")
 	}
-	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBytes+maxFormOverhead)
+	limit := s.MaxBytes()
+	body := http.MaxBytesReader(w, r.Body, limit+maxFormOverhead)
 	mr := multipart.NewReader(body, params["boundary"])
 	var (
 		purpose, filename string
-		content           []byte
-		gotFile           bool
+		rec               *record
 	)
+	// The file's chunks are written as they arrive; they are removed
+	// again unless the upload ends with a stored record.
+	defer func() {
+		if rec != nil {
+			s.dropChunks(workspace, rec.ID, rec.Chunks)
+		}
+	}()
 	for {
 		part, err := mr.NextPart()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return uploadReadError(err, s.cfg.MaxBytes)
+			return uploadReadError(err, limit)
 		}
 		switch part.FormName() {
 		case "purpose":
 			b, err := io.ReadAll(io.LimitReader(part, 65))
 			if err != nil {
-				return uploadReadError(err, s.cfg.MaxBytes)
+				return uploadReadError(err, limit)
 			}
 			purpose = string(b)
 		case "file":
-			content, err = io.ReadAll(io.LimitReader(part, s.cfg.MaxBytes+1))
-			if err != nil {
-				return uploadReadError(err, s.cfg.MaxBytes)
+			if rec != nil {
+				return apierror.BadRequest("file", "upload one 'file'")
 			}
-			if int64(len(content)) > s.cfg.MaxBytes {
-				return TooLarge(s.cfg.MaxBytes)
+			if rec, err = s.writeChunks(r.Context(), workspace, part); err != nil {
+				if ae := new(apierror.Error); errors.As(err, &ae) {
+					return ae
+				}
+				return uploadReadError(err, limit)
 			}
-			filename, gotFile = cleanFilename(part.FileName()), true
+			filename = cleanFilename(part.FileName())
 		default:
 			// Other form fields (expires_after[…]) are not supported
 			// by the gateway's store; refuse rather than ignore them.
@@ -107,7 +138,7 @@ func (s *Store) serveUpload(w http.ResponseWriter, r *http.Request, workspace st
 		}
 		_ = part.Close()
 	}
-	if !gotFile {
+	if rec == nil {
 		return apierror.BadRequest("file", "'file' is required")
 	}
 	if purpose == "" {
@@ -116,14 +147,13 @@ func (s *Store) serveUpload(w http.ResponseWriter, r *http.Request, workspace st
 	if !validPurpose(purpose) {
 		return apierror.BadRequest("purpose", "'purpose' must be one of %s", strings.Join(Purposes, ", "))
 	}
-	f, err := s.Create(r.Context(), workspace, filename, purpose, content)
-	if err != nil {
-		if ae := new(apierror.Error); errors.As(err, &ae) {
-			return ae
-		}
+	rec.Filename, rec.Purpose = filename, purpose
+	if err := s.storeMeta(r.Context(), rec); err != nil {
 		return apierror.New(http.StatusInternalServerError, apierror.TypeServer, "the gateway could not store the file")
 	}
-	writeJSON(w, http.StatusOK, f)
+	f := rec.File
+	rec = nil // stored: keep its chunks
+	writeJSON(w, http.StatusOK, &f)
 	return nil
 }
 

@@ -6,6 +6,7 @@
 package files
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -17,17 +18,20 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 )
 
-// DefaultMaxBytes is the largest file the gateway stores: 100 MiB. It
-// bounds the memory one upload holds (a file is read whole, as a batch
-// input must be validated whole) and is half OpenAI's 200 MB batch input
-// limit.
+// DefaultMaxBytes is the largest file the gateway stores: 100 MiB, half
+// OpenAI's 200 MB batch input limit. Content is stored and read in
+// chunks (ChunkBytes), so the limit bounds storage, not memory.
 const DefaultMaxBytes = 100 << 20
+
+// dropTimeout bounds the clean-up of a failed creation.
+const dropTimeout = 30 * time.Second
 
 // IDPrefix starts every id this store makes. The "gw" after OpenAI's
 // "file-" lets the handler route a file id to the gateway's store or to
@@ -59,6 +63,9 @@ type Config struct {
 type Store struct {
 	kv  KV
 	cfg Config
+	// max is the size limit, changed by SetMaxBytes when a reloaded
+	// config sets another (the store outlives configs).
+	max atomic.Int64
 }
 
 // NewStore returns a store over kv.
@@ -73,11 +80,22 @@ func NewStore(kv KV, cfg Config) *Store {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Store{kv: kv, cfg: cfg}
+	st := &Store{kv: kv, cfg: cfg}
+	st.max.Store(cfg.MaxBytes)
+	return st
 }
 
 // MaxBytes returns the largest file the store accepts.
-func (s *Store) MaxBytes() int64 { return s.cfg.MaxBytes }
+func (s *Store) MaxBytes() int64 { return s.max.Load() }
+
+// SetMaxBytes changes the size limit (DefaultMaxBytes when n <= 0) for
+// files created from now on.
+func (s *Store) SetMaxBytes(n int64) {
+	if n <= 0 {
+		n = DefaultMaxBytes
+	}
+	s.max.Store(n)
+}
 
 // File is OpenAI's file object.
 type File struct {
@@ -96,6 +114,10 @@ type File struct {
 type record struct {
 	File
 	Workspace string `json:"workspace"`
+	// Layout is layoutChunked when the content is in Chunks chunks
+	// (see content.go); empty for one ".data" key.
+	Layout string `json:"layout,omitempty"`
+	Chunks int    `json:"chunks,omitempty"`
 }
 
 // IsGatewayID reports whether id was made by this store, so the handler
@@ -130,28 +152,23 @@ func (s *Store) dataKey(ws, id string) string {
 }
 
 // Create stores content as a new file of workspace and returns its
-// object. The content is written before the metadata, so a listed file
-// always has its content.
+// object (see CreateFrom).
 func (s *Store) Create(ctx context.Context, workspace, filename, purpose string, content []byte) (*File, error) {
-	if int64(len(content)) > s.cfg.MaxBytes {
-		return nil, TooLarge(s.cfg.MaxBytes)
+	if int64(len(content)) > s.MaxBytes() {
+		return nil, TooLarge(s.MaxBytes())
 	}
-	rec := record{File: File{
-		ID: newID(), Object: "file", Bytes: int64(len(content)), CreatedAt: s.cfg.Now().Unix(),
-		Filename: filename, Purpose: purpose, Status: "processed",
-	}, Workspace: workspace}
+	return s.CreateFrom(ctx, workspace, filename, purpose, bytes.NewReader(content))
+}
+
+func (s *Store) storeMeta(ctx context.Context, rec *record) error {
 	meta, err := json.Marshal(rec)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := s.kv.Store(ctx, s.dataKey(workspace, rec.ID), content); err != nil {
-		return nil, fmt.Errorf("files: storing content: %w", err)
+	if err := s.kv.Store(ctx, s.metaKey(rec.Workspace, rec.ID), meta); err != nil {
+		return fmt.Errorf("files: storing metadata: %w", err)
 	}
-	if err := s.kv.Store(ctx, s.metaKey(workspace, rec.ID), meta); err != nil {
-		_ = s.kv.Delete(ctx, s.dataKey(workspace, rec.ID))
-		return nil, fmt.Errorf("files: storing metadata: %w", err)
-	}
-	return &rec.File, nil
+	return nil
 }
 
 // TooLarge is the 413 for a file over the size limit.
@@ -186,6 +203,14 @@ func (s *Store) loadMeta(ctx context.Context, key string) (*record, error) {
 
 // Get returns the object of id in workspace, or a 404 apierror.
 func (s *Store) Get(ctx context.Context, workspace, id string) (*File, error) {
+	rec, err := s.getRecord(ctx, workspace, id)
+	if err != nil {
+		return nil, err
+	}
+	return &rec.File, nil
+}
+
+func (s *Store) getRecord(ctx context.Context, workspace, id string) (*record, error) {
 	if !IsGatewayID(id) {
 		return nil, NotFound(id)
 	}
@@ -199,34 +224,41 @@ func (s *Store) Get(ctx context.Context, workspace, id string) (*File, error) {
 	if rec.Workspace != workspace || rec.ID != id {
 		return nil, NotFound(id)
 	}
-	return &rec.File, nil
+	return rec, nil
 }
 
-// Content returns the bytes of id in workspace, or a 404 apierror.
+// Content returns the bytes of id in workspace, or a 404 apierror. It
+// holds the whole file; Open reads it a chunk at a time.
 func (s *Store) Content(ctx context.Context, workspace, id string) ([]byte, *File, error) {
-	f, err := s.Get(ctx, workspace, id)
+	r, f, err := s.Open(ctx, workspace, id)
 	if err != nil {
 		return nil, nil, err
 	}
-	b, err := s.kv.Load(ctx, s.dataKey(workspace, id))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, NotFound(id)
-	}
-	if err != nil {
+	buf := bytes.NewBuffer(make([]byte, 0, min(f.Bytes, s.MaxBytes())+1))
+	if _, err := buf.ReadFrom(r); err != nil {
+		if ae := new(apierror.Error); errors.As(err, &ae) {
+			return nil, nil, ae
+		}
 		return nil, nil, storeFailure()
 	}
-	return b, f, nil
+	return buf.Bytes(), f, nil
 }
 
 // Delete removes id from workspace, or returns a 404 apierror.
 func (s *Store) Delete(ctx context.Context, workspace, id string) error {
-	if _, err := s.Get(ctx, workspace, id); err != nil {
+	rec, err := s.getRecord(ctx, workspace, id)
+	if err != nil {
 		return err
 	}
 	// Metadata first: a file without metadata is invisible, and its
 	// orphaned content is harmless if the second delete fails.
 	if err := s.kv.Delete(ctx, s.metaKey(workspace, id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return storeFailure()
+	}
+	if rec.Layout == layoutChunked {
+		for i := 0; i < rec.Chunks; i++ {
+			_ = s.kv.Delete(ctx, s.chunkKey(workspace, id, i))
+		}
 	}
 	_ = s.kv.Delete(ctx, s.dataKey(workspace, id))
 	return nil

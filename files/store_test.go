@@ -7,6 +7,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -174,3 +175,61 @@ func TestListPagination(t *testing.T) {
 		t.Fatalf("limit=0: %d", w.Code)
 	}
 }
+
+// TestChunkedContent stores a file of several chunks, reads it whole and
+// streamed, reads a record of the single-key layout written before chunks
+// existed, and deletes every chunk with the file.
+func TestChunkedContent(t *testing.T) {
+	for name, kv := range kvs(t) {
+		t.Run(name, func(t *testing.T) {
+			prefix := "test/" + t.Name()
+			s := NewStore(kv, Config{Prefix: prefix})
+			ctx := context.Background()
+			content := bytes.Repeat([]byte("0123456789abcdef"), (5*ChunkBytes/2)/16)
+			f, err := s.CreateFrom(ctx, "ws", "big.jsonl", PurposeBatch, bytes.NewReader(content))
+			if err != nil || f.Bytes != int64(len(content)) {
+				t.Fatalf("create %+v %v", f, err)
+			}
+			if _, n, _ := s.Chunks(ctx, "ws", f.ID); n != 3 {
+				t.Fatalf("%d chunks, want 3", n)
+			}
+			got, _, err := s.Content(ctx, "ws", f.ID)
+			if err != nil || !bytes.Equal(got, content) {
+				t.Fatalf("content differs (%d bytes) %v", len(got), err)
+			}
+			w := do(t, s, "ws", "GET", "/v1/files/"+f.ID+"/content")
+			if w.Code != 200 || !bytes.Equal(w.Body.Bytes(), content) || w.Header().Get("Content-Length") != itoa(len(content)) {
+				t.Fatalf("served %d, %d bytes", w.Code, w.Body.Len())
+			}
+			// A record of the single-key layout.
+			legacy := newID()
+			_ = kv.Store(ctx, s.dataKey("ws", legacy), []byte("old\n"))
+			meta, _ := json.Marshal(record{File: File{ID: legacy, Object: "file", Bytes: 4, Purpose: PurposeBatch}, Workspace: "ws"})
+			_ = kv.Store(ctx, s.metaKey("ws", legacy), meta)
+			if got, _, err := s.Content(ctx, "ws", legacy); err != nil || string(got) != "old\n" {
+				t.Fatalf("legacy content %q %v", got, err)
+			}
+			if err := s.Delete(ctx, "ws", f.ID); err != nil {
+				t.Fatal(err)
+			}
+			keys, _ := ListKeys(ctx, kv, prefix, true)
+			for _, k := range keys {
+				if strings.Contains(k, f.ID) {
+					t.Fatalf("left after delete: %s", k)
+				}
+			}
+			s.SetMaxBytes(ChunkBytes + 1)
+			if _, err := s.CreateFrom(ctx, "ws", "big.jsonl", PurposeBatch, bytes.NewReader(content)); err == nil || !strings.Contains(err.Error(), "limit") {
+				t.Fatalf("over the limit: %v", err)
+			}
+			keys, _ = ListKeys(ctx, kv, prefix, true)
+			for _, k := range keys {
+				if strings.Contains(k, ".data/") { // a chunk (Caddy storage may keep empty folders)
+					t.Fatalf("chunk after a refused create: %s", k)
+				}
+			}
+		})
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
