@@ -21,6 +21,11 @@ type Price struct {
 	// provider's prompt cache; used only when HasCachedInput.
 	CachedInput    float64
 	HasCachedInput bool
+	// CacheWrite is the price of a prompt token written to the
+	// provider's prompt cache (Anthropic's and Bedrock's cache writes);
+	// used only when HasCacheWrite, else such tokens cost Input.
+	CacheWrite    float64
+	HasCacheWrite bool
 	// Reasoning is the price of a reasoning (thinking) token; used only
 	// when HasReasoning, else reasoning tokens cost Output.
 	Reasoning    float64
@@ -121,11 +126,14 @@ var bedrockRegionPrefixes = []string{"us.", "eu.", "apac.", "global.", "us-gov."
 //
 //  1. names tried, in order: the model as given; without a "provider/"
 //     prefix naming this provider; without Gemini's "models/" prefix;
-//     for Bedrock without a cross-region prefix ("us.", "eu.", …); then
-//     each of those with a trailing date removed ("-2024-08-06",
-//     "-20241022", "@20241022"), so a dated snapshot the catalog does not
-//     list costs what its family costs, while a snapshot the catalog
-//     lists (gpt-4o-2024-05-13) keeps its own price;
+//     for Fireworks without "accounts/fireworks/models/"; for Bedrock
+//     without a cross-region prefix ("us.", "eu.", …); then each of
+//     those with a trailing date removed ("-2024-08-06", "-20241022",
+//     "@20241022"), so a dated snapshot the catalog does not list costs
+//     what its family costs, while a snapshot the catalog lists
+//     (gpt-4o-2024-05-13) keeps its own price; or with a "-latest"
+//     alias suffix removed; or, for a Bedrock id, its version ("-v1:0")
+//     and then its date removed;
 //  2. for each name: the provider's entries, then those of the provider
 //     it inherits from (azure-openai → openai), then entries that named
 //     no known provider.
@@ -138,21 +146,53 @@ func (c *Catalog) Price(provider, model string) (Price, bool) {
 	}
 	var buf [8]string
 	names := candidates(buf[:0], provider, model)
-	for _, stripDate := range []bool{false, true} {
-		for _, n := range names {
-			if stripDate {
-				base, ok := stripDateSuffix(n)
-				if !ok {
-					continue
-				}
-				n = base
+	for _, n := range names {
+		if p, ok := c.lookup(provider, n); ok {
+			return p, true
+		}
+	}
+	// Snapshot and alias fallbacks, tried only after every exact name
+	// missed, so a listed snapshot keeps its own price.
+	for _, n := range names {
+		if base, ok := stripDateSuffix(n); ok {
+			if p, ok := c.lookup(provider, base); ok {
+				return p, true
 			}
-			if p, ok := c.lookup(provider, n); ok {
+		}
+		if base, ok := stripAliasSuffix(provider, n); ok {
+			if p, ok := c.lookup(provider, base); ok {
 				return p, true
 			}
 		}
 	}
 	return Price{}, false
+}
+
+// stripAliasSuffix removes the "-latest" of a moving alias
+// ("claude-3-5-sonnet-latest", "mistral-large-latest"), which costs what
+// the model it points at costs; for Bedrock it removes a model id's
+// version ("anthropic.claude-x-20250101-v1:0" →
+// "anthropic.claude-x-20250101") and then a date left bare, the forms the
+// catalog may list without it.
+func stripAliasSuffix(provider, m string) (string, bool) {
+	if base, ok := strings.CutSuffix(m, "-latest"); ok && base != "" {
+		return base, true
+	}
+	if provider != "bedrock" {
+		return "", false
+	}
+	i := strings.LastIndex(m, "-v")
+	if i <= 0 {
+		return "", false
+	}
+	major, minor, ok := strings.Cut(m[i+2:], ":")
+	if !ok || !digits(major) || !digits(minor) {
+		return "", false
+	}
+	if base, ok := stripDateSuffix(m[:i]); ok {
+		return base, true
+	}
+	return m[:i], true
 }
 
 func (c *Catalog) lookup(provider, model string) (Price, bool) {
@@ -184,6 +224,14 @@ func candidates(out []string, provider, model string) []string {
 	if rest, ok := strings.CutPrefix(m, "models/"); ok && rest != "" {
 		m = rest
 		out = append(out, m)
+	}
+	if provider == "fireworks-ai" {
+		// Fireworks names its own models by account path; the catalog
+		// lists them by the model's short name.
+		if rest, ok := strings.CutPrefix(m, "accounts/fireworks/models/"); ok && rest != "" {
+			m = rest
+			out = append(out, m)
+		}
 	}
 	if provider == "bedrock" {
 		for _, pre := range bedrockRegionPrefixes {

@@ -13,17 +13,18 @@ import (
 // whether the model's price is known. It follows the gateway's usage
 // conventions (OpenAI's, which every translator keeps):
 //
-//   - PromptTokens includes CachedTokens: cached tokens are billed at the
-//     cached-input price (the input price when the catalog has none) and
-//     the rest at the input price, so no token is billed twice;
+//   - PromptTokens includes CachedTokens and CacheWriteTokens: cached
+//     (read) tokens are billed at the cache-read price and cache-write
+//     tokens at the cache-write price (each the input price when the
+//     catalog has none), the rest at the input price, so no token is
+//     billed twice;
 //   - CompletionTokens includes ReasoningTokens: reasoning tokens are
 //     billed at the reasoning price when the catalog has one, else as
 //     output tokens.
 //
 // Counts that contradict each other (more cached than prompt tokens) are
-// clamped rather than producing a negative cost. Cache writes (Anthropic,
-// Bedrock) are in PromptTokens and billed at the input price, since the
-// usage does not report them apart.
+// clamped rather than producing a negative cost: cache reads first, then
+// cache writes, never more than the prompt.
 func (c *Catalog) Cost(provider, model string, u providers.Usage) (usd float64, known bool) {
 	p, ok := c.Price(provider, model)
 	if !ok {
@@ -37,6 +38,7 @@ func (c *Catalog) Cost(provider, model string, u providers.Usage) (usd float64, 
 func (p Price) Cost(u providers.Usage) float64 {
 	prompt := max(u.PromptTokens, 0)
 	cached := min(max(u.CachedTokens, 0), prompt)
+	written := min(max(u.CacheWriteTokens, 0), prompt-cached)
 	completion := max(u.CompletionTokens, 0)
 	reasoning := min(max(u.ReasoningTokens, 0), completion)
 
@@ -44,18 +46,25 @@ func (p Price) Cost(u providers.Usage) float64 {
 	if p.HasCachedInput {
 		cachedPrice = p.CachedInput
 	}
+	writePrice := p.Input
+	if p.HasCacheWrite {
+		writePrice = p.CacheWrite
+	}
 	reasoningPrice := p.Output
 	if p.HasReasoning {
 		reasoningPrice = p.Reasoning
 	}
-	return float64(prompt-cached)*p.Input +
+	return float64(prompt-cached-written)*p.Input +
 		float64(cached)*cachedPrice +
+		float64(written)*writePrice +
 		float64(completion-reasoning)*p.Output +
 		float64(reasoning)*reasoningPrice
 }
 
 // Estimate returns the most a request can cost before it is sent:
-// promptTokens at the input price (no cache discount assumed) and up to
+// promptTokens at the input price (no cache discount and no cache write
+// assumed: whether a prompt is written to the cache is known only from
+// the answer, and the settlement charges it) and up to
 // maxOutputTokens at the dearer of the output and reasoning prices. A
 // spend limit reserves this at admission and settles on Cost once the
 // usage is known, as token limits do.

@@ -112,21 +112,23 @@ func slugFor(name string) string {
 // does not use (context windows, capabilities, per-image prices) are
 // ignored.
 type entry struct {
-	Provider  string   `json:"litellm_provider"`
-	Mode      string   `json:"mode"`
-	Input     *float64 `json:"input_cost_per_token"`
-	Output    *float64 `json:"output_cost_per_token"`
-	CacheRead *float64 `json:"cache_read_input_token_cost"`
-	Reasoning *float64 `json:"output_cost_per_reasoning_token"`
-	Source    string   `json:"source"`
-	AsOf      string   `json:"as_of"`
+	Provider   string   `json:"litellm_provider"`
+	Mode       string   `json:"mode"`
+	Input      *float64 `json:"input_cost_per_token"`
+	Output     *float64 `json:"output_cost_per_token"`
+	CacheRead  *float64 `json:"cache_read_input_token_cost"`
+	CacheWrite *float64 `json:"cache_creation_input_token_cost"`
+	Reasoning  *float64 `json:"output_cost_per_reasoning_token"`
+	Source     string   `json:"source"`
+	AsOf       string   `json:"as_of"`
 }
 
 // Parse reads a price file in LiteLLM's model-price format: an object
 // whose keys are model names, possibly prefixed "provider/", and whose
 // values carry input_cost_per_token, output_cost_per_token,
-// cache_read_input_token_cost, output_cost_per_reasoning_token (US dollars
-// per token) and litellm_provider. The provider is litellm_provider when
+// cache_read_input_token_cost, cache_creation_input_token_cost,
+// output_cost_per_reasoning_token (US dollars per token) and
+// litellm_provider. The provider is litellm_provider when
 // the gateway knows it, else the key's prefix when that names a known
 // provider; an entry naming neither matches any provider. Keys starting
 // with "_" and LiteLLM's "sample_spec" are skipped, as are entries with
@@ -177,7 +179,7 @@ func (e *entry) price() (Price, error) {
 		v   *float64
 		dst *float64
 		has *bool
-	}{{e.Input, &p.Input, nil}, {e.Output, &p.Output, nil}, {e.CacheRead, &p.CachedInput, &p.HasCachedInput}, {e.Reasoning, &p.Reasoning, &p.HasReasoning}} {
+	}{{e.Input, &p.Input, nil}, {e.Output, &p.Output, nil}, {e.CacheRead, &p.CachedInput, &p.HasCachedInput}, {e.CacheWrite, &p.CacheWrite, &p.HasCacheWrite}, {e.Reasoning, &p.Reasoning, &p.HasReasoning}} {
 		if f.v == nil {
 			continue
 		}

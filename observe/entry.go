@@ -102,6 +102,9 @@ func (u usageLog) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	if u.CachedTokens > 0 {
 		enc.AddInt64("cached_tokens", u.CachedTokens)
 	}
+	if u.CacheWriteTokens > 0 {
+		enc.AddInt64("cache_write_tokens", u.CacheWriteTokens)
+	}
 	if u.ReasoningTokens > 0 {
 		enc.AddInt64("reasoning_tokens", u.ReasoningTokens)
 	}

@@ -118,12 +118,20 @@ type FieldDropper interface {
 	DroppedFields(c *Call) []string
 }
 
-// Usage is the token usage a provider reported.
+// Usage is the token usage a provider reported, in OpenAI's convention:
+// PromptTokens counts every prompt token, including those read from
+// (CachedTokens) and written to (CacheWriteTokens) the provider's prompt
+// cache, which are priced apart; CompletionTokens includes
+// ReasoningTokens.
 type Usage struct {
 	PromptTokens     int64 `json:"prompt_tokens"`
 	CompletionTokens int64 `json:"completion_tokens"`
 	TotalTokens      int64 `json:"total_tokens"`
 	CachedTokens     int64 `json:"cached_tokens,omitempty"`
+	// CacheWriteTokens are prompt tokens written to the prompt cache
+	// (Anthropic's cache_creation_input_tokens, Bedrock's
+	// cacheWriteInputTokens), which cost more than plain input.
+	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
 	ReasoningTokens  int64 `json:"reasoning_tokens,omitempty"`
 }
 

@@ -49,7 +49,8 @@ type usage struct {
 }
 
 // gateway returns the gateway's usage: OpenAI counts cached and
-// cache-written tokens as prompt tokens, Anthropic reports them apart.
+// cache-written tokens as prompt tokens, Anthropic reports them apart;
+// both are kept apart too, since each has its own price.
 func (u *usage) gateway() *providers.Usage {
 	prompt := u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens
 	return &providers.Usage{
@@ -57,6 +58,7 @@ func (u *usage) gateway() *providers.Usage {
 		CompletionTokens: u.OutputTokens,
 		TotalTokens:      prompt + u.OutputTokens,
 		CachedTokens:     u.CacheReadInputTokens,
+		CacheWriteTokens: u.CacheCreationInputTokens,
 	}
 }
 

@@ -14,7 +14,7 @@ func TestResponseGolden(t *testing.T) {
 		usage providers.Usage
 	}{
 		{"response_text", providers.Usage{PromptTokens: 2095, CompletionTokens: 503, TotalTokens: 2598}},
-		{"response_tools", providers.Usage{PromptTokens: 1320, CompletionTokens: 90, TotalTokens: 1410, CachedTokens: 1000}},
+		{"response_tools", providers.Usage{PromptTokens: 1320, CompletionTokens: 90, TotalTokens: 1410, CachedTokens: 1000, CacheWriteTokens: 20}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

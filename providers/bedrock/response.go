@@ -108,6 +108,10 @@ type oaUsage struct {
 	PromptTokensDetails *struct {
 		CachedTokens int64 `json:"cached_tokens"`
 	} `json:"prompt_tokens_details,omitempty"`
+	// CacheCreationInputTokens is the cache-write count under the name
+	// the Anthropic translation uses, for clients that price cache
+	// writes.
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens,omitempty"`
 }
 
 var jsonNull = json.RawMessage("null")
@@ -178,13 +182,15 @@ func FinishReason(stop string) string {
 
 // convertUsage maps Converse usage. Bedrock counts cached prompt tokens
 // apart from inputTokens; OpenAI's prompt_tokens includes them and
-// cached_tokens says how many were read from the cache.
+// cached_tokens says how many were read from the cache. Cache writes are
+// kept apart too, since they are priced above plain input.
 func convertUsage(u *cvUsage) *providers.Usage {
 	out := &providers.Usage{
 		PromptTokens:     u.InputTokens + u.CacheReadInputTokens + u.CacheWriteInputTokens,
 		CompletionTokens: u.OutputTokens,
 		TotalTokens:      u.TotalTokens,
 		CachedTokens:     u.CacheReadInputTokens,
+		CacheWriteTokens: u.CacheWriteInputTokens,
 	}
 	if sum := out.PromptTokens + out.CompletionTokens; out.TotalTokens < sum {
 		out.TotalTokens = sum
@@ -193,7 +199,7 @@ func convertUsage(u *cvUsage) *providers.Usage {
 }
 
 func openAIUsage(u *providers.Usage) *oaUsage {
-	out := &oaUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+	out := &oaUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens, CacheCreationInputTokens: u.CacheWriteTokens}
 	if u.CachedTokens > 0 {
 		out.PromptTokensDetails = &struct {
 			CachedTokens int64 `json:"cached_tokens"`

@@ -52,7 +52,7 @@ func TestChatResponse(t *testing.T) {
 			name:        "missing totalTokens is summed",
 			in:          `{"output":{"message":{"role":"assistant","content":[{"text":"x"}]}},"stopReason":"max_tokens","usage":{"inputTokens":5,"outputTokens":7,"cacheWriteInputTokens":2}}`,
 			wantContent: "x", wantFinish: "length",
-			wantUsage: &providers.Usage{PromptTokens: 7, CompletionTokens: 7, TotalTokens: 14},
+			wantUsage: &providers.Usage{PromptTokens: 7, CompletionTokens: 7, TotalTokens: 14, CacheWriteTokens: 2},
 		},
 	}
 	for _, tt := range tests {
