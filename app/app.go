@@ -175,7 +175,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.provisionCaches(); err != nil {
 		return err
 	}
-	if err := a.provisionGuardrails(); err != nil {
+	if err := a.provisionGuardrails(ctx.GetMetricsRegistry()); err != nil {
 		return err
 	}
 	a.configs = make(map[string][]byte, len(a.Configs))
@@ -201,11 +201,12 @@ func (a *App) Provision(ctx caddy.Context) error {
 func (a *App) Start() error {
 	a.startResponseSweep()
 	a.startBatches()
+	a.startHookPool()
 	return nil
 }
 
 // Stop implements caddy.App.
-func (a *App) Stop() error { a.stopResponseSweep(); return nil }
+func (a *App) Stop() error { a.stopResponseSweep(); a.stopHookPool(); return nil }
 
 // Authenticate returns the identity of a presented gateway key. Every
 // configured key is compared, in constant time, whatever matches, so the

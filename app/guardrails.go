@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/caddyserver/caddy/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/gjson"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/guardrails"
@@ -26,12 +28,54 @@ type guardrailStore struct {
 	Guardrails map[string]json.RawMessage `json:"guardrails,omitempty"`
 
 	compiled map[string]*guardrails.Hook
+	// asyncPool runs async hooks; set between Start and Stop.
+	asyncPool *guardrails.AsyncPool
 }
 
-// provisionGuardrails compiles every saved guardrail, so an unknown check,
-// a regex RE2 cannot compile or a malformed field fails the config load
-// naming the guardrail and the field.
-func (a *App) provisionGuardrails() error {
+// asyncPools holds the process's one async hook pool. Each started llm
+// app holds a reference, so the pool survives a reload (the new config
+// starts before the old one stops, and the old config's last requests
+// still hand their async hooks to it) and stops with the last config.
+var asyncPools = caddy.NewUsagePool()
+
+const asyncPoolKey = "async_hooks"
+
+type asyncPool struct{ *guardrails.AsyncPool }
+
+func (p asyncPool) Destruct() error { p.Stop(); return nil }
+
+// startHookPool takes a reference to the async hook pool (creating it),
+// and points its drop warnings at this config's logger.
+func (a *App) startHookPool() {
+	v, _, _ := asyncPools.LoadOrNew(asyncPoolKey, func() (caddy.Destructor, error) {
+		return asyncPool{guardrails.NewAsyncPool(guardrails.AsyncWorkers, guardrails.AsyncQueue, guardrails.AsyncQueueBytes, a.logger)}, nil
+	})
+	a.asyncPool = v.(asyncPool).AsyncPool
+	a.asyncPool.SetLogger(a.logger)
+}
+
+// stopHookPool releases this config's reference; the last one stops the
+// pool (running hooks are cancelled, waiting ones dropped). Requests of
+// this config still finishing keep a.asyncPool: while a newer config
+// runs, it is the same live pool.
+func (a *App) stopHookPool() {
+	if a.asyncPool != nil {
+		_, _ = asyncPools.Delete(asyncPoolKey)
+	}
+}
+
+// AsyncHooks returns the pool async hooks run on (nil before Start, which
+// Submit treats as a stopped pool).
+func (a *App) AsyncHooks() *guardrails.AsyncPool { return a.asyncPool }
+
+// provisionGuardrails registers the guardrail metrics into reg (the
+// config's registry; nil skips it) and compiles every saved guardrail, so
+// an unknown check, a missing or invalid parameter or a malformed field
+// fails the config load naming the guardrail and the field.
+func (a *App) provisionGuardrails(reg prometheus.Registerer) error {
+	if err := guardrails.RegisterMetrics(reg); err != nil {
+		return fmt.Errorf("registering guardrail metrics: %v", err)
+	}
 	a.compiled = make(map[string]*guardrails.Hook, len(a.Guardrails))
 	ids := make([]string, 0, len(a.Guardrails))
 	for id := range a.Guardrails {
@@ -94,17 +138,27 @@ func (a *App) checkConfigHooks(body []byte) error {
 	for len(stack) > 0 {
 		n := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
+		// A target's stage runs the hooks of both its fields together, so
+		// the check limit applies to their sum.
+		var stages [2][]*guardrails.Hook
 		for _, f := range hookFields {
 			var err error
 			n.v.Get(f.name).ForEach(func(i, h gjson.Result) bool {
-				if _, err = guardrails.Compile(json.RawMessage(h.Raw), f.name, a.Guardrail); err != nil {
+				var hook *guardrails.Hook
+				if hook, err = guardrails.Compile(json.RawMessage(h.Raw), f.name, a.Guardrail); err != nil {
 					err = fmt.Errorf("%s.%s[%d]: %v", n.path, f.name, i.Int(), err)
 					return false
 				}
+				stages[f.stage] = append(stages[f.stage], hook)
 				return true
 			})
 			if err != nil {
 				return err
+			}
+		}
+		for stage, hooks := range stages {
+			if err := guardrails.LimitChecks(guardrails.Stage(stage), hooks); err != nil {
+				return fmt.Errorf("%s: %v", n.path, err)
 			}
 		}
 		n.v.Get("targets").ForEach(func(i, t gjson.Result) bool {

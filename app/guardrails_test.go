@@ -46,7 +46,7 @@ func TestProvisionGuardrails(t *testing.T) {
 			for id, d := range tc.defs {
 				a.Guardrails[id] = json.RawMessage(d)
 			}
-			err := a.provisionGuardrails()
+			err := a.provisionGuardrails(nil)
 			if tc.wantErr == nil {
 				if err != nil {
 					t.Fatal(err)
@@ -95,7 +95,7 @@ func TestGuardrailsJSONField(t *testing.T) {
 func TestCheckConfigHooks(t *testing.T) {
 	a := new(App)
 	a.Guardrails = map[string]json.RawMessage{"pii": json.RawMessage(`{"default.regexMatch":{"rule":"\\d{16}","not":true}}`)}
-	if err := a.provisionGuardrails(); err != nil {
+	if err := a.provisionGuardrails(nil); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {

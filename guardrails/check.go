@@ -119,8 +119,10 @@ type Input struct {
 	ResponseTransformed bool
 	Env                 *Env
 
-	text    string
-	textSet bool
+	text       string
+	textSet    bool
+	payload    []byte
+	payloadSet bool
 }
 
 // BaseType is RequestType without the "stream-" prefix.
@@ -147,13 +149,60 @@ func (in *Input) Body() []byte {
 	return in.Request
 }
 
+// Payload is the JSON the reference posts to webhooks and log URLs: the
+// request and answer JSON and text, provider, requestType, metadata and
+// eventType (request headers are never sent). It is built once per stage
+// and body and shared by every check that sends it: each webhook check of
+// a request held its own copy of a large prompt before. Callers must not
+// modify it.
+func (in *Input) Payload() []byte {
+	if !in.payloadSet {
+		in.payload = spanContext(in)
+		in.payloadSet = true
+	}
+	return in.payload
+}
+
 func (in *Input) setBody(b []byte) {
 	if in.Stage == AfterRequest {
 		in.Response, in.ResponseTransformed = b, true
 	} else {
 		in.Request, in.RequestTransformed = b, true
 	}
-	in.textSet = false
+	in.textSet, in.payloadSet, in.payload = false, false, nil
+}
+
+// spanContext builds Payload.
+func spanContext(in *Input) []byte {
+	raw := func(b []byte) json.RawMessage {
+		if len(b) == 0 || !json.Valid(b) {
+			return json.RawMessage("null")
+		}
+		return b
+	}
+	reqText, respText := "", ""
+	if in.Stage == BeforeRequest {
+		reqText = in.Text()
+	} else {
+		respText = in.Text()
+	}
+	status := any(nil)
+	if in.StatusCode != 0 {
+		status = in.StatusCode
+	}
+	b, _ := json.Marshal(map[string]any{
+		"request": map[string]any{
+			"json": raw(in.Request), "text": reqText, "isStreamingRequest": in.Stream,
+			"isTransformed": in.RequestTransformed,
+		},
+		"response": map[string]any{
+			"json": raw(in.Response), "text": respText, "statusCode": status,
+			"isTransformed": in.ResponseTransformed,
+		},
+		"provider": in.Provider, "requestType": in.RequestType, "metadata": in.Metadata,
+		"eventType": in.Stage.EventType(),
+	})
+	return b
 }
 
 // lookupCheck finds the module for a config check id. "default.regexMatch"

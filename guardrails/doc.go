@@ -39,10 +39,13 @@
 // send StreamEvent(before, after) before "data: [DONE]". If the after
 // hooks can deny (HooksCanDeny), hold the stream until the verdict.
 //
-// Async hooks never delay the answer: after it was written,
+// Async hooks never delay the answer: after it was written, they go to
+// the process's bounded AsyncPool (the llm app owns it), which drops what
+// does not fit rather than holding every request behind a slow webhook:
 //
-//	if before.HasAsync() { go before.RunAsync(context.WithoutCancel(ctx), logResults) }
-//	if after.HasAsync()  { go after.RunAsync(context.WithoutCancel(ctx), logResults) }
+//	if before.HasAsync() {
+//		pool.Submit(before.AsyncSize(), func(ctx context.Context) { before.RunAsync(ctx, logResults) })
+//	}
 //
 // Log Results(before, after) (it marshals to the hook_results object) with
 // the request's log entry.

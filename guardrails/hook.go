@@ -12,6 +12,43 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 )
 
+// Check limits. Every check of a stage holds the stage's input while it
+// runs, and remote checks hold an outbound call each, so a config may not
+// name them without bound.
+const (
+	// MaxChecks bounds the checks of one stage of one target: the
+	// before-request hooks and input guardrails together (sync and async),
+	// or the after-request hooks and output guardrails together. A config
+	// naming more is refused: a 400 for a request's config, a load error
+	// for a saved config or guardrail.
+	MaxChecks = 32
+	// MaxConcurrentChecks bounds how many checks of one hook run at once
+	// (checks that call out run concurrently unless the hook is
+	// sequential).
+	MaxConcurrentChecks = 4
+)
+
+// LimitChecks refuses one stage's hooks of one target when they hold more
+// than MaxChecks checks in all.
+func LimitChecks(stage Stage, hooks []*Hook) error {
+	n := 0
+	for _, h := range hooks {
+		n += len(h.Checks)
+	}
+	if n <= MaxChecks {
+		return nil
+	}
+	where := "before-request hooks and input guardrails"
+	if stage == AfterRequest {
+		where = "after-request hooks and output guardrails"
+	}
+	id := ""
+	if len(hooks) > 0 {
+		id = hooks[len(hooks)-1].ID
+	}
+	return &CompileError{Hook: id, Msg: fmt.Sprintf("the %s of a target name %d checks; at most %d are allowed", where, n, MaxChecks)}
+}
+
 // Hook types.
 const (
 	TypeGuardrail = "guardrail"
@@ -185,6 +222,9 @@ func Compile(raw json.RawMessage, defaultID string, saved SavedFunc) (*Hook, err
 	})
 	if cerr != nil {
 		return nil, cerr
+	}
+	if err := LimitChecks(BeforeRequest, []*Hook{h}); err != nil {
+		return nil, &CompileError{Hook: h.ID, Msg: fmt.Sprintf("names %d checks; at most %d are allowed", len(h.Checks), MaxChecks)}
 	}
 	return h, nil
 }

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 )
 
@@ -146,6 +148,9 @@ func (rn *Runner) Compile(stage Stage, raws []json.RawMessage) ([]*Hook, error) 
 		}
 		hooks[i] = h
 	}
+	if err := LimitChecks(stage, hooks); err != nil {
+		return nil, err
+	}
 	c = &compiled{raws: make([]json.RawMessage, len(raws)), hooks: hooks}
 	for i, r := range raws {
 		c.raws[i] = append(json.RawMessage(nil), r...)
@@ -243,11 +248,20 @@ func compileErr(err error) error {
 	return apierror.BadRequest("config", "guardrails: %v", err)
 }
 
+// AsyncSize is how many request and answer bytes RunAsync holds until it
+// returns: the size to give AsyncPool.Submit.
+func (r *Result) AsyncSize() int64 {
+	if r == nil {
+		return 0
+	}
+	return int64(len(r.in.Request) + len(r.in.Response) + len(r.in.ResponseText))
+}
+
 // RunAsync runs the stage's async hooks on the same input and hands
-// their results to done. Call it after the answer was sent, typically as
-// `go res.RunAsync(context.WithoutCancel(ctx), fn)`; the request and
-// answer bodies given to Before/After must not be reused until it
-// returns. Async hooks never deny or change anything; async mutators are
+// their results to done. Call it after the answer was sent, on an
+// AsyncPool: `pool.Submit(res.AsyncSize(), func(ctx context.Context) {
+// res.RunAsync(ctx, fn) })`; the request and answer bodies given to
+// Before/After must not be reused until it returns. Async hooks never deny or change anything; async mutators are
 // reported as skipped, as in the reference.
 func (r *Result) RunAsync(ctx context.Context, done func([]HookResult)) {
 	if r == nil || len(r.async) == 0 {
@@ -295,17 +309,19 @@ func (rn *Runner) runHook(ctx context.Context, h *Hook, in *Input) HookResult {
 	hr.Checks = make([]CheckResult, len(h.Checks))
 	verdicts := make([]Verdict, len(h.Checks))
 	if h.remote > 0 && len(h.Checks) > 1 && !h.Sequential && h.Type != TypeMutator {
-		// Fill the text cache first: the checks read it concurrently.
+		// Fill the text and payload caches first: the checks read them
+		// concurrently, and share one copy of the request.
 		_ = in.Text()
-		var wg sync.WaitGroup
+		_ = in.Payload()
+		var g errgroup.Group
+		g.SetLimit(MaxConcurrentChecks)
 		for i, c := range h.Checks {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			g.Go(func() error {
 				hr.Checks[i], verdicts[i] = runCheck(ctx, c, in)
-			}()
+				return nil
+			})
 		}
-		wg.Wait()
+		_ = g.Wait()
 		for i := range verdicts {
 			applyTransform(in, &hr.Checks[i], verdicts[i])
 		}
@@ -365,7 +381,9 @@ func runCheck(ctx context.Context, c *CheckSpec, in *Input) (cr CheckResult, v V
 		if errors.Is(err, context.DeadlineExceeded) {
 			name = "TimeoutError"
 		}
-		cr.Error = &CheckError{Name: name, Message: err.Error()}
+		// A check's error may quote a URL with credentials (a webhook's
+		// user:pass@ or ?token=): mask them wherever the result goes.
+		cr.Error = &CheckError{Name: name, Message: MaskURLs(err.Error())}
 	}
 	return cr, v
 }

@@ -357,13 +357,15 @@ func (f *flight) logHooks(h *hookRecord) {
 	f.entry.Extra = append(f.entry.Extra, zap.Any("hook_results", json.RawMessage(h.json())))
 }
 
-// runAsync starts the async hooks of the answer's attempt, once the
-// answer was sent; their results are logged under the request's trace id.
-func (g *Gateway) runAsync(ctx context.Context, h *hookRecord, traceID string) {
+// runAsync hands the async hooks of the answer's attempt, once the
+// answer was sent, to the llm app's bounded pool; their results are
+// logged under the request's trace id. A run that does not fit in the
+// pool is dropped, counted and (rate-limited) logged by the pool.
+func (g *Gateway) runAsync(_ context.Context, h *hookRecord, traceID string) {
 	if h == nil {
 		return
 	}
-	ctx = context.WithoutCancel(ctx)
+	pool := g.app.AsyncHooks()
 	for i, r := range []*guardrails.Result{h.before, h.after} {
 		if !r.HasAsync() {
 			continue
@@ -372,8 +374,10 @@ func (g *Gateway) runAsync(ctx context.Context, h *hookRecord, traceID string) {
 		if i == 1 {
 			field = "after_request_hooks"
 		}
-		go r.RunAsync(ctx, func(hr []guardrails.HookResult) {
-			g.logger.Info("llm async hooks", zap.String("trace_id", traceID), zap.Any(field, hr))
+		pool.Submit(r.AsyncSize(), func(ctx context.Context) {
+			r.RunAsync(ctx, func(hr []guardrails.HookResult) {
+				g.logger.Info("llm async hooks", zap.String("trace_id", traceID), zap.Any(field, hr))
+			})
 		})
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
-	"strings"
 	"sync"
 	"time"
 
@@ -29,43 +28,6 @@ const defaultTimeout = 3 * time.Second
 // maxURLs bounds how many distinct URLs validUrls probes in one answer,
 // so a model cannot make the gateway fan out without limit.
 const maxURLs = 20
-
-// spanContext is the JSON the reference posts to webhooks and log URLs
-// (request headers are never sent).
-func spanContext(in *guardrails.Input) []byte {
-	raw := func(b []byte) json.RawMessage {
-		if len(b) == 0 || !json.Valid(b) {
-			return json.RawMessage("null")
-		}
-		return b
-	}
-	reqText, respText := "", ""
-	if in.Stage == guardrails.BeforeRequest {
-		reqText = in.Text()
-	} else {
-		respText = in.Text()
-	}
-	b, _ := json.Marshal(map[string]any{
-		"request": map[string]any{
-			"json": raw(in.Request), "text": reqText, "isStreamingRequest": in.Stream,
-			"isTransformed": in.RequestTransformed,
-		},
-		"response": map[string]any{
-			"json": raw(in.Response), "text": respText, "statusCode": nullIfZero(in.StatusCode),
-			"isTransformed": in.ResponseTransformed,
-		},
-		"provider": in.Provider, "requestType": in.RequestType, "metadata": in.Metadata,
-		"eventType": in.Stage.EventType(),
-	})
-	return b
-}
-
-func nullIfZero(n int) any {
-	if n == 0 {
-		return nil
-	}
-	return n
-}
 
 // remoteParams reads the URL, headers and timeout shared by webhook and log.
 func remoteParams(params json.RawMessage, urlKey string) (string, http.Header, time.Duration, error) {
@@ -124,7 +86,9 @@ func post(ctx context.Context, env *guardrails.Env, target string, h http.Header
 		if ctx.Err() != nil {
 			return 0, nil, fmt.Errorf("request timed out after %v: %w", timeout, context.DeadlineExceeded)
 		}
-		return 0, nil, errors.New(redactURL(err.Error(), target))
+		// net/http quotes the URL; a configured one may carry its
+		// credentials in userinfo, query or path: only its origin is kept.
+		return 0, nil, errors.New(guardrails.HideURLs(err.Error()))
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, guardrails.MaxEgressBody))
@@ -135,12 +99,6 @@ func post(ctx context.Context, env *guardrails.Env, target string, h http.Header
 		return resp.StatusCode, nil, err
 	}
 	return resp.StatusCode, b, nil
-}
-
-// redactURL keeps a configured URL (which may carry a token) out of
-// error messages that reach responses.
-func redactURL(msg, target string) string {
-	return strings.ReplaceAll(msg, target, "<url>")
 }
 
 // httpError describes a non-2xx answer, quoting its body when it is JSON.
@@ -175,7 +133,7 @@ func (Webhook) Check(ctx context.Context, in *guardrails.Input, params json.RawM
 	if err != nil {
 		return guardrails.Verdict{}, err
 	}
-	status, body, err := post(ctx, in.Env, target, h, spanContext(in), timeout)
+	status, body, err := post(ctx, in.Env, target, h, in.Payload(), timeout)
 	if err != nil {
 		return guardrails.Verdict{}, err
 	}
@@ -221,7 +179,7 @@ func (Log) Check(ctx context.Context, in *guardrails.Input, params json.RawMessa
 	if err != nil {
 		return guardrails.Verdict{}, err
 	}
-	status, body, err := post(ctx, in.Env, target, h, spanContext(in), timeout)
+	status, body, err := post(ctx, in.Env, target, h, in.Payload(), timeout)
 	if err != nil {
 		return guardrails.Verdict{}, err
 	}

@@ -110,8 +110,8 @@ func TestWebhook(t *testing.T) {
 	t.Run("egress policy refuses loopback", func(t *testing.T) {
 		publicOnly := &guardrails.Env{Client: guardrails.NewEgressClient(nil)}
 		_, err := run(t, "webhook", withEnv(before("x"), publicOnly), p("/pass", ""))
-		if err == nil || !strings.Contains(err.Error(), "custom_host_allow") || strings.Contains(err.Error(), srv.URL) {
-			t.Fatalf("err %v, want a policy refusal without the URL", err)
+		if err == nil || !strings.Contains(err.Error(), "custom_host_allow") || strings.Contains(err.Error(), "/pass") {
+			t.Fatalf("err %v, want a policy refusal without the URL's path", err)
 		}
 	})
 }
