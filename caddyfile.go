@@ -40,6 +40,7 @@ func init() {
 //		prompts <dir of prompt files>
 //		semantic_cache { … }  (see parseSemanticCache)
 //		responses_retention <duration>
+//		batches { … }  (see parseBatches)
 //		price_catalog <LiteLLM-format price file>
 //		redis <host:port> {
 //			username <user>
@@ -134,6 +135,10 @@ func parseApp(d *caddyfile.Dispenser, existing any) (any, error) {
 				return nil, d.ArgErr()
 			}
 			a.Prompts = &app.PromptsConfig{Dir: dir}
+		case "batches":
+			if err := parseBatches(d, a); err != nil {
+				return nil, err
+			}
 		case "responses_retention":
 			var v string
 			if !d.Args(&v) || d.NextArg() {

@@ -47,12 +47,21 @@ type Check interface {
 // their parameters once, when a config is first seen or a saved guardrail
 // is loaded. The returned Check is bound to params (its own params
 // argument may be ignored). An error from Prepare rejects the config: a
-// 400 for a request's config, a load failure for a saved guardrail. Use it
-// only for parameters that can never work (a regular expression RE2 cannot
-// compile); checks whose reference behaviour is a runtime error for a bad
-// parameter should report that from Check.
+// 400 for a request's config, a load failure for a saved guardrail.
+// Required parameters are checked by Validator first; Prepare refuses what
+// only compiling shows (a regular expression RE2 cannot compile).
 type Preparer interface {
 	Prepare(params json.RawMessage) (Check, error)
+}
+
+// Validator is implemented by checks with required parameters. Validate
+// refuses parameters the check can never judge with (a missing required
+// parameter, one of the wrong type), naming the parameter; it runs before
+// Prepare when a config is first seen or a saved guardrail or config is
+// loaded, so such a config is a 400 or a load failure rather than a check
+// that errors, and so passes, on every request.
+type Validator interface {
+	Validate(params json.RawMessage) error
 }
 
 // Remote is implemented by checks that call out over the network; the

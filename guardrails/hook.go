@@ -241,6 +241,11 @@ func (h *Hook) addCheck(id, params, field string) error {
 	if f := gjson.Get(params, "failOnError"); f.Type == gjson.True {
 		spec.FailOnError = true
 	}
+	if v, ok := c.(Validator); ok {
+		if err := v.Validate(spec.Params); err != nil {
+			return &CompileError{Hook: h.ID, Field: field, Msg: fmt.Sprintf("check %q: %v", id, err)}
+		}
+	}
 	if p, ok := c.(Preparer); ok {
 		bound, err := p.Prepare(spec.Params)
 		if err != nil {

@@ -130,6 +130,14 @@ func Results(before, after *Result) HookResults {
 	return hr
 }
 
+// denyResults is Results for a 446 body: without check data.
+func denyResults(before, after *Result) HookResults {
+	hr := Results(before, after)
+	hr.BeforeRequestHooks = withoutData(hr.BeforeRequestHooks)
+	hr.AfterRequestHooks = withoutData(hr.AfterRequestHooks)
+	return hr
+}
+
 // Status is the status the client gets: 446 when a hook of either stage
 // denied, 246 when one failed without deny and the provider answered
 // 200, otherwise upstream.
@@ -149,8 +157,33 @@ func HasResults(before, after *Result) bool {
 	return (before != nil && len(before.Hooks) > 0) || (after != nil && len(after.Hooks) > 0)
 }
 
+// withoutData returns hr with every check's data and log left out (null):
+// what a 446 tells the client. A check's data quotes what it matched
+// (regexMatch's matchedText, the textExcerpt of most checks), the answer
+// a denial withholds, text an operator's mutator added to the request,
+// a webhook's own answer, and the check's parameters (a regexPattern
+// tells a client how to evade the rule). The verdicts, check ids, errors
+// and feedback say which check denied; the full results go to the log.
+func withoutData(hr []HookResult) []HookResult {
+	out := make([]HookResult, len(hr))
+	for i, h := range hr {
+		out[i] = h
+		if len(h.Checks) == 0 {
+			continue
+		}
+		out[i].Checks = make([]CheckResult, len(h.Checks))
+		for j, c := range h.Checks {
+			c.Data, c.Log = nil, nil
+			out[i].Checks[j] = c
+		}
+	}
+	return out
+}
+
 // DenyBody is the JSON body of a 446: the OpenAI error envelope (type
-// "hooks_failed") plus hook_results, as the reference writes it.
+// "hooks_failed") plus hook_results, as the reference writes it, except
+// that checks' data and log are null (see withoutData): the reference
+// returns them, which discloses the withheld answer.
 func DenyBody(before, after *Result) []byte {
 	b, _ := json.Marshal(struct {
 		Error struct {
@@ -167,7 +200,7 @@ func DenyBody(before, after *Result) []byte {
 			Param   any    `json:"param"`
 			Code    any    `json:"code"`
 		}{Message: DenyMessage, Type: "hooks_failed"},
-		HookResults: Results(before, after),
+		HookResults: denyResults(before, after),
 	})
 	return b
 }

@@ -100,3 +100,35 @@ func TestDenyBodyAndStatus(t *testing.T) {
 		t.Fatalf("stream event %q", ev)
 	}
 }
+
+// TestDenyBodyWithholdsData: a 446 names the hook and check that denied
+// and their verdicts, but none of the checks' data: not the withheld
+// answer (matchedText, textExcerpt), not the rule. The results kept for
+// the log still have the data.
+func TestDenyBodyWithholdsData(t *testing.T) {
+	rn := &guardrails.Runner{}
+	const secret = "the launch code is 0000-1234"
+	in, _ := rn.Before(context.Background(), hooks(`{"id":"in","deny":true,"default.regexMatch":{"rule":"launch code","not":true}}`), chat(secret))
+	out, _ := rn.After(context.Background(), hooks(`{"id":"out","deny":true,"checks":[{"id":"default.regexMatch","parameters":{"rule":"\\d{4}-\\d{4}","not":true}},{"id":"default.wordCount","parameters":{"minWords":1,"maxWords":100}}]}`), chat("q"), answer(secret))
+	for name, tc := range map[string]struct{ before, after *guardrails.Result }{"input": {in, nil}, "output": {nil, out}} {
+		body := guardrails.DenyBody(tc.before, tc.after)
+		for _, leak := range []string{"launch", "1234", `\\d{4}`, "matchedText", "textExcerpt", "regexPattern"} {
+			if strings.Contains(string(body), leak) {
+				t.Errorf("%s: the 446 body discloses %q: %s", name, leak, body)
+			}
+		}
+		r := gjson.ParseBytes(body).Get("hook_results")
+		h := r.Get("before_request_hooks.0")
+		if name == "output" {
+			h = r.Get("after_request_hooks.0")
+		}
+		if !h.Get("deny").Bool() || h.Get("verdict").Bool() || h.Get("checks.0.id").Str != "default.regexMatch" ||
+			h.Get("checks.0.verdict").Bool() || h.Get("checks.0.data").Type != gjson.Null || h.Get("feedback").Exists() && h.Get("feedback").Type != gjson.Null {
+			t.Errorf("%s: hook %s", name, h.Raw)
+		}
+	}
+	logged, _ := json.Marshal(guardrails.Results(nil, out))
+	if !strings.Contains(string(logged), "0000-1234") {
+		t.Errorf("the logged results lost the check data: %s", logged)
+	}
+}

@@ -37,19 +37,19 @@ func remoteParams(params json.RawMessage, urlKey string) (string, http.Header, t
 	}
 	parsed, err := url.Parse(u.Str)
 	if err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" {
-		return "", nil, 0, fmt.Errorf("%s: invalid URL", urlKey)
+		return "", nil, 0, fmt.Errorf("parameter %q: invalid URL (want an http or https URL)", urlKey)
 	}
 	h := http.Header{}
 	hp := gjson.GetBytes(params, "headers")
 	if hp.Type == gjson.String && hp.Str != "" {
 		hp = gjson.Parse(hp.Str)
 		if !hp.IsObject() {
-			return "", nil, 0, errors.New("headers: must be an object or a JSON string of one")
+			return "", nil, 0, errors.New(`parameter "headers" must be an object or a JSON string of one`)
 		}
 	}
 	if hp.Exists() && hp.Type != gjson.Null && hp.Type != gjson.String {
 		if !hp.IsObject() {
-			return "", nil, 0, errors.New("headers: must be an object or a JSON string of one")
+			return "", nil, 0, errors.New(`parameter "headers" must be an object or a JSON string of one`)
 		}
 		hp.ForEach(func(k, v gjson.Result) bool {
 			h.Set(k.Str, v.String())
