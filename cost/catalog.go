@@ -132,8 +132,8 @@ var bedrockRegionPrefixes = []string{"us.", "eu.", "apac.", "global.", "us-gov."
 //     "@20241022"), so a dated snapshot the catalog does not list costs
 //     what its family costs, while a snapshot the catalog lists
 //     (gpt-4o-2024-05-13) keeps its own price; or with a "-latest"
-//     alias suffix removed; or, for a Bedrock id, its version ("-v1:0")
-//     and then its date removed;
+//     alias suffix removed; or, for a Bedrock id, its version ("-v1:0"),
+//     then also its date, removed;
 //  2. for each name: the provider's entries, then those of the provider
 //     it inherits from (azure-openai → openai), then entries that named
 //     no known provider.
@@ -163,6 +163,11 @@ func (c *Catalog) Price(provider, model string) (Price, bool) {
 			if p, ok := c.lookup(provider, base); ok {
 				return p, true
 			}
+			if base, ok := stripDateSuffix(base); ok {
+				if p, ok := c.lookup(provider, base); ok {
+					return p, true
+				}
+			}
 		}
 	}
 	return Price{}, false
@@ -172,8 +177,8 @@ func (c *Catalog) Price(provider, model string) (Price, bool) {
 // ("claude-3-5-sonnet-latest", "mistral-large-latest"), which costs what
 // the model it points at costs; for Bedrock it removes a model id's
 // version ("anthropic.claude-x-20250101-v1:0" →
-// "anthropic.claude-x-20250101") and then a date left bare, the forms the
-// catalog may list without it.
+// "anthropic.claude-x-20250101"), a form the catalog may list without
+// it. Price then also tries the result without a date.
 func stripAliasSuffix(provider, m string) (string, bool) {
 	if base, ok := strings.CutSuffix(m, "-latest"); ok && base != "" {
 		return base, true
@@ -188,9 +193,6 @@ func stripAliasSuffix(provider, m string) (string, bool) {
 	major, minor, ok := strings.Cut(m[i+2:], ":")
 	if !ok || !digits(major) || !digits(minor) {
 		return "", false
-	}
-	if base, ok := stripDateSuffix(m[:i]); ok {
-		return base, true
 	}
 	return m[:i], true
 }

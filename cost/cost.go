@@ -117,14 +117,14 @@ func (h *Holder) Load() *Catalog {
 	if c := h.p.Load(); c != nil {
 		return c
 	}
-	return builtin
+	return builtin()
 }
 
 // Swap installs c (the built-in catalog when nil) and returns the
 // catalog it replaces.
 func (h *Holder) Swap(c *Catalog) *Catalog {
 	if c == nil {
-		c = builtin
+		c = builtin()
 	}
 	return h.p.Swap(c)
 }

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 )
@@ -20,18 +21,20 @@ const MaxFileSize = 16 << 20
 //go:embed prices.json
 var builtinJSON []byte
 
-// builtin is parsed once; a broken embedded file is a build defect that
-// the package's tests catch.
-var builtin = func() *Catalog {
+// builtin is parsed once, on first use rather than at start-up: the
+// generated catalog has some 1,850 entries and most processes that link
+// this package (tools, tests) never price anything. A broken embedded
+// file is a build defect that the package's tests catch.
+var builtin = sync.OnceValue(func() *Catalog {
 	c, err := Parse(builtinJSON)
 	if err != nil {
 		panic("cost: embedded prices.json: " + err.Error())
 	}
 	return c
-}()
+})
 
 // Builtin returns the catalog shipped with the gateway.
-func Builtin() *Catalog { return builtin }
+func Builtin() *Catalog { return builtin() }
 
 // litellmProviders maps LiteLLM's litellm_provider values (and the key
 // prefixes its file uses) to the gateway's provider slugs.
@@ -212,5 +215,5 @@ func Load(path string) (*Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return builtin.merge(over), nil
+	return builtin().merge(over), nil
 }
