@@ -15,7 +15,7 @@ import (
 // entry fails here. 0 means the vendor publishes no such price.
 func TestPublishedPrices(t *testing.T) {
 	tests := []struct {
-		provider, model                    string
+		provider, model                      string
 		input, cacheRead, cacheWrite, output float64
 	}{
 		{"openai", "gpt-4o", 2.5, 1.25, 0, 10},
