@@ -64,7 +64,14 @@ func (p *Plan) ResolvePrompts(ctx context.Context, r PromptResolver, workspace s
 		default:
 			return apierror.BadRequest(t.Path+".provider", "%s names no provider and its prompt saves none (or only a config id): set provider or virtual_key on the target, or send %s%s", t.Path, ingress.Prefix, ingress.Provider)
 		}
+		before := t.Settings
 		t.Settings.Inherit(&saved)
+		// A prompt's provider settings are client input (prompts are
+		// written through the API), so an address they add is guarded
+		// like an inline config's; a virtual key's is the operator's.
+		if pt.VirtualKey == "" && !sameAddress(&before, &t.Settings) {
+			t.GuardEgress = true
+		}
 		if err := CheckProvider(t); err != nil {
 			return err
 		}
