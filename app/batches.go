@@ -29,9 +29,31 @@ func (b batchEngine) Destruct() error {
 
 // batchState is the app's part of the files and batches feature.
 type batchState struct {
+	// BatchLimits sets the limits of the file store and the batch engine.
+	BatchLimits *BatchesConfig `json:"batches,omitempty"`
+
 	batchKey string
 	files    *files.Store
 	batches  *batches.Engine
+}
+
+// BatchesConfig is the "batches" option of the llm app. The engine and
+// store are shared by every config of the process (they outlive
+// reloads), so the newest loaded config's limits apply.
+type BatchesConfig struct {
+	// MaxFileBytes is the largest file the gateway's file store accepts,
+	// uploads and batch result files alike (default files.DefaultMaxBytes,
+	// 100 MiB). An upload beyond it is a 413; a batch whose output would
+	// exceed it fails with output_too_large.
+	MaxFileBytes int64 `json:"max_file_bytes,omitempty"`
+	// MaxActive is how many managed batches may be queued or running in
+	// the process at once (default batches.DefaultMaxActive); a create
+	// beyond it is a 429.
+	MaxActive int `json:"max_active,omitempty"`
+	// MaxRunning is how many of them dispatch lines at once (default
+	// batches.DefaultMaxRunning); the others wait, holding only their
+	// record.
+	MaxRunning int `json:"max_running,omitempty"`
 }
 
 // provisionBatches shares the process's engine for this config's storage:
@@ -63,7 +85,30 @@ func (a *App) provisionBatches() error {
 	}
 	be := v.(batchEngine)
 	a.batchKey, a.files, a.batches = key, be.files, be.engine
+	var cfg BatchesConfig
+	if a.BatchLimits != nil {
+		cfg = *a.BatchLimits
+	}
+	if cfg.MaxFileBytes < 0 || cfg.MaxActive < 0 || cfg.MaxRunning < 0 {
+		return fmt.Errorf("batches: limits must not be negative")
+	}
+	be.files.SetMaxBytes(cfg.MaxFileBytes)
+	be.engine.SetLimits(batches.Limits{MaxActive: cfg.MaxActive, MaxRunning: cfg.MaxRunning})
 	return nil
+}
+
+// HasCaller reports whether the gateway key a managed batch was created
+// with is still configured: a key of the same name, workspace and
+// organisation. A key removed or renamed by a reload fails this, and its
+// batches stop (batches.ErrCallerRevoked); a key whose secret was rotated
+// under the same name keeps its batches running.
+func (a *App) HasCaller(c batches.Caller) bool {
+	for _, k := range a.keys {
+		if k.id.Name == c.Name && k.id.WorkspaceID == c.WorkspaceID && k.id.OrganisationID == c.OrganisationID {
+			return true
+		}
+	}
+	return false
 }
 
 // startBatches resumes this instance's unfinished batches, once per
@@ -86,6 +131,7 @@ func (a *App) cleanupBatches() {
 // a files API, and batch results).
 func (a *App) Files() *files.Store { return a.files }
 
-// Batches returns the managed batch engine. The handler installs its
-// pipeline with Batches().SetRunner at provision time.
+// Batches returns the managed batch engine. Each llm_gateway route
+// registers its pipeline with Batches().RegisterRunner at provision time
+// and withdraws it at cleanup.
 func (a *App) Batches() *batches.Engine { return a.batches }

@@ -40,8 +40,8 @@ func TestBatchesSurviveReload(t *testing.T) {
 	}
 	old := newApp()
 	gate := make(chan struct{})
-	old.Batches().SetRunner(gateRunner{gate})
-	caller := batches.Caller{Name: "k", WorkspaceID: "ws"}
+	old.Batches().RegisterRunner("route", gateRunner{gate})
+	caller := batches.Caller{Name: "k", WorkspaceID: "ws", Route: "route"}
 	f, err := old.Files().Create(context.Background(), "ws", "in.jsonl", files.PurposeBatch,
 		[]byte(`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{}}`+"\n"))
 	if err != nil {

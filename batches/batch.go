@@ -47,6 +47,11 @@ type Caller struct {
 	// passed (app.Admission), empty when its route had none; every line
 	// passes the same stage. Records written before it existed have none.
 	Admission string `json:"admission,omitempty"`
+	// Route is the key of the llm_gateway route that created the batch
+	// (see Engine.RegisterRunner): every line runs through that route's
+	// pipeline and egress policy, never another route's. Records written
+	// before it existed have none and cannot run.
+	Route string `json:"route,omitempty"`
 }
 
 // Runner sends one request through the gateway's pipeline without an HTTP
@@ -102,6 +107,10 @@ type Batch struct {
 	RequestCounts    RequestCounts     `json:"request_counts"`
 	Metadata         map[string]string `json:"metadata"`
 	Errors           *Errors           `json:"errors"`
+
+	// seq orders batches created in the same second (record.Created);
+	// it is not on the wire, where created_at stays in seconds.
+	seq int64
 }
 
 // record is what is stored: the batch and what running it needs.
@@ -115,6 +124,10 @@ type record struct {
 	// be resumed after a restart.
 	Header    http.Header `json:"header,omitempty"`
 	Resumable bool        `json:"resumable"`
+	// Created is the creation time in nanoseconds, made strictly
+	// increasing per engine, so lists keep creation order within a
+	// second (Batch.created_at has whole seconds only).
+	Created int64 `json:"created_ns,omitempty"`
 }
 
 // IDPrefix starts every managed batch id; the "gw" lets the handler send

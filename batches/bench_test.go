@@ -29,7 +29,7 @@ func BenchmarkManagedBatch(b *testing.B) {
 	const lines = 400
 	e := newEnv(b, Config{})
 	e.clock.now = time.Now()
-	e.engine.SetRunner(sleepRunner{5 * time.Millisecond})
+	e.engine.RegisterRunner(testRoute, sleepRunner{5 * time.Millisecond})
 	defer e.engine.Stop()
 	fid := e.upload(b, chatLines(lines))
 	b.ResetTimer()

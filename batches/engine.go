@@ -32,6 +32,12 @@ const (
 	// DefaultCheckpointEvery is how many finished lines are written to
 	// storage at once; a restart re-runs at most this many lines.
 	DefaultCheckpointEvery = 100
+	// DefaultMaxActive is how many batches may be queued or running on
+	// one engine (process) at once; a create beyond it is a 429.
+	DefaultMaxActive = 100
+	// DefaultMaxRunning is how many batches dispatch lines at once; the
+	// others wait in status validating, holding only their record.
+	DefaultMaxRunning = 8
 	// Window is how long a batch may run before it expires, for both
 	// completion windows.
 	Window = 24 * time.Hour
@@ -54,10 +60,33 @@ type Config struct {
 	GlobalConcurrency int
 	MaxLines          int
 	CheckpointEvery   int
+	// MaxLineBytes bounds one input line (default DefaultMaxLineBytes).
+	MaxLineBytes int
+	// Limits bounds the batches of the engine (see SetLimits).
+	Limits Limits
 	// Now replaces time.Now (tests drive expiry with it).
 	Now func() time.Time
 	// Logger receives operational events; never request contents.
 	Logger *zap.Logger
+}
+
+// Limits bound how many batches an engine holds; zero fields take the
+// defaults (DefaultMaxActive, DefaultMaxRunning).
+type Limits struct {
+	// MaxActive is how many batches may be queued or running at once.
+	MaxActive int
+	// MaxRunning is how many of them dispatch lines at once.
+	MaxRunning int
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxActive <= 0 {
+		l.MaxActive = DefaultMaxActive
+	}
+	if l.MaxRunning <= 0 {
+		l.MaxRunning = DefaultMaxRunning
+	}
+	return l
 }
 
 // Engine creates, runs, lists and cancels managed batches.
@@ -66,9 +95,14 @@ type Engine struct {
 	global chan struct{}
 
 	mu      sync.Mutex
-	runner  Runner
-	ready   chan struct{} // closed at the first SetRunner
-	running map[string]*job
+	runners map[string][]*registration
+	running map[string]*job // queued and running batches
+	limits  Limits
+	// runs counts batches holding a run slot; wake is closed (and
+	// replaced) when one frees, to let a queued batch look again.
+	runs        int
+	wake        chan struct{}
+	lastCreated int64
 
 	ctx       context.Context
 	stop      context.CancelFunc
@@ -76,13 +110,35 @@ type Engine struct {
 	startOnce sync.Once
 }
 
-// job is a batch running on this engine. rec is guarded by Engine.mu.
+// job is a batch running on this engine. rec and the fields after it
+// are guarded by Engine.mu.
 type job struct {
 	rec       *record
 	memHeader http.Header
-	input     []byte // nil when it must be read from the store
-	cancel    chan struct{}
+	// stop is closed when the batch must start no new line: it was
+	// cancelled (cancelled) or must end early (abort says why).
+	stop      chan struct{}
+	stopped   bool
 	cancelled bool
+	abort     *LineError
+}
+
+// halt closes j.stop once; the caller holds e.mu.
+func (j *job) halt() {
+	if !j.stopped {
+		j.stopped = true
+		close(j.stop)
+	}
+}
+
+// abortWith ends j early for why, unless it is already ending.
+func (e *Engine) abortWith(j *job, why LineError) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if j.abort == nil && !j.cancelled {
+		j.abort = &why
+	}
+	j.halt()
 }
 
 // NewEngine returns an engine; call SetRunner and Start before use.
@@ -103,6 +159,9 @@ func NewEngine(cfg Config) *Engine {
 	if cfg.CheckpointEvery <= 0 {
 		cfg.CheckpointEvery = DefaultCheckpointEvery
 	}
+	if cfg.MaxLineBytes <= 0 {
+		cfg.MaxLineBytes = DefaultMaxLineBytes
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -111,35 +170,65 @@ func NewEngine(cfg Config) *Engine {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	return &Engine{
-		cfg: cfg, global: make(chan struct{}, cfg.GlobalConcurrency), ready: make(chan struct{}),
-		running: map[string]*job{}, ctx: ctx, stop: stop,
+		cfg: cfg, global: make(chan struct{}, cfg.GlobalConcurrency), runners: map[string][]*registration{},
+		running: map[string]*job{}, limits: cfg.Limits.withDefaults(), wake: make(chan struct{}), ctx: ctx, stop: stop,
 	}
 }
 
-// SetRunner installs the pipeline lines run through. Each newly
-// provisioned handler may install its own; lines dispatched afterwards
-// use the newest.
-func (e *Engine) SetRunner(r Runner) {
+// SetLimits changes the engine's batch limits; the engine outlives
+// configs, so each provisioned config sets its own, the newest winning.
+// Batches already queued beyond a lowered MaxActive keep their place.
+func (e *Engine) SetLimits(l Limits) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	first := e.runner == nil
-	e.runner = r
-	if first && r != nil {
-		close(e.ready)
+	e.limits = l.withDefaults()
+	close(e.wake)
+	e.wake = make(chan struct{})
+	e.mu.Unlock()
+}
+
+// takeRun waits for a run slot (at most Limits.MaxRunning batches
+// dispatch at once); false when the batch stopped or the engine ended
+// first.
+func (e *Engine) takeRun(j *job) bool {
+	for {
+		e.mu.Lock()
+		if e.runs < e.limits.MaxRunning {
+			e.runs++
+			e.mu.Unlock()
+			return true
+		}
+		wake := e.wake
+		e.mu.Unlock()
+		select {
+		case <-wake:
+		case <-j.stop:
+			return false
+		case <-e.ctx.Done():
+			return false
+		}
 	}
 }
 
-// currentRunner waits for a runner (resumed batches may start before the
-// handler provisioned one) or the engine's end.
-func (e *Engine) currentRunner() (Runner, bool) {
-	select {
-	case <-e.ready:
-	case <-e.ctx.Done():
-		return nil, false
-	}
+func (e *Engine) freeRun() {
+	e.mu.Lock()
+	e.runs--
+	close(e.wake)
+	e.wake = make(chan struct{})
+	e.mu.Unlock()
+}
+
+// nextCreated returns a creation time in nanoseconds greater than any
+// this engine returned before, so batches created within one clock tick
+// still list in creation order.
+func (e *Engine) nextCreated() int64 {
+	now := e.cfg.Now().UnixNano()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.runner, true
+	if now <= e.lastCreated {
+		now = e.lastCreated + 1
+	}
+	e.lastCreated = now
+	return now
 }
 
 // Start resumes this instance's unfinished batches; later calls do
@@ -190,6 +279,7 @@ func (e *Engine) loadKey(ctx context.Context, key string) (*record, error) {
 	if err := json.Unmarshal(b, &rec); err != nil {
 		return nil, err
 	}
+	rec.Batch.seq = rec.Created
 	return &rec, nil
 }
 
@@ -201,77 +291,82 @@ func storeFailure() *apierror.Error {
 	return apierror.New(http.StatusInternalServerError, apierror.TypeServer, "the gateway could not read its batch store")
 }
 
-// Create validates a POST /v1/batches body, reads the input file and
-// starts the batch; it returns the batch in status validating. header is
+// Create validates a POST /v1/batches body, checks the input file and
+// queues the batch; it returns the batch in status validating. header is
 // the creation request's headers (see SplitHeader for what is stored).
-// The input file is a gateway file (files.IsGatewayID) or, for providers
-// with a files API, fetched through the runner with GET
-// /v1/files/{id}/content.
+// The input file is a gateway file (files.IsGatewayID), read a chunk at
+// a time while the batch runs, or, for providers with a files API, one
+// fetched through the route's runner with GET /v1/files/{id}/content
+// when the batch starts. Beyond Limits.MaxActive batches it is a 429.
 func (e *Engine) Create(ctx context.Context, caller Caller, header http.Header, body []byte) (*Batch, error) {
 	if err := jobs.CheckBatchCreate(body); err != nil {
 		return nil, err
 	}
 	obj := gjson.ParseBytes(body)
-	persist, memory := SplitHeader(header)
-	input, err := e.readInput(ctx, caller, mergeHeader(persist, memory), obj.Get("input_file_id").Str)
-	if err != nil {
+	if err := e.checkInput(ctx, caller, obj.Get("input_file_id").Str); err != nil {
 		return nil, err
 	}
-	now := e.cfg.Now().Unix()
+	persist, memory := SplitHeader(header)
+	created := e.nextCreated()
+	now := created / int64(time.Second)
 	b := Batch{
 		ID: IDPrefix + randHex(16), Object: "batch", Endpoint: obj.Get("endpoint").Str,
 		InputFileID: obj.Get("input_file_id").Str, CompletionWindow: obj.Get("completion_window").Str,
-		Status: StatusValidating, CreatedAt: now, ExpiresAt: ptr(now + int64(Window/time.Second)),
+		Status: StatusValidating, CreatedAt: now, ExpiresAt: ptr(now + int64(Window/time.Second)), seq: created,
 	}
 	if md := obj.Get("metadata"); md.IsObject() {
 		b.Metadata = map[string]string{}
 		md.ForEach(func(k, v gjson.Result) bool { b.Metadata[k.Str] = v.Str; return true })
 	}
-	rec := &record{Batch: b, Caller: caller, Instance: e.cfg.Instance, Header: persist, Resumable: len(memory) == 0}
+	rec := &record{Batch: b, Caller: caller, Instance: e.cfg.Instance, Header: persist, Resumable: len(memory) == 0, Created: created}
+	j := &job{rec: rec, memHeader: memory, stop: make(chan struct{})}
+	// The place is taken before the record is stored, so concurrent
+	// creates cannot pass the limit together.
+	e.mu.Lock()
+	if limit := e.limits.MaxActive; len(e.running) >= limit {
+		e.mu.Unlock()
+		return nil, tooManyBatches(limit)
+	}
+	e.running[b.ID] = j
+	e.mu.Unlock()
 	if err := e.save(ctx, rec); err != nil {
+		e.mu.Lock()
+		delete(e.running, b.ID)
+		e.mu.Unlock()
 		return nil, apierror.New(http.StatusInternalServerError, apierror.TypeServer, "the gateway could not store the batch")
 	}
-	j := &job{rec: rec, memHeader: memory, input: input, cancel: make(chan struct{})}
 	snap := rec.Batch.clone()
 	e.launch(j)
 	return snap, nil
 }
 
-func (e *Engine) readInput(ctx context.Context, caller Caller, header http.Header, id string) ([]byte, error) {
+// checkInput answers, at creation, what can be known about the input
+// file without reading it: a gateway file must exist in the caller's
+// workspace with purpose batch; a provider file id must be well formed
+// and the creating route configured.
+func (e *Engine) checkInput(ctx context.Context, caller Caller, id string) error {
+	notFound := apierror.BadRequest("input_file_id", "input_file_id %s was not found", apierror.QuoteID(id)).WithCode("not_found")
 	if files.IsGatewayID(id) {
-		content, f, err := e.cfg.Files.Content(ctx, caller.WorkspaceID, id)
+		f, err := e.cfg.Files.Get(ctx, caller.WorkspaceID, id)
 		if err != nil {
 			if ae := new(apierror.Error); errors.As(err, &ae) && ae.Status == http.StatusNotFound {
-				return nil, apierror.BadRequest("input_file_id", "input_file_id %s was not found", apierror.QuoteID(id)).WithCode("not_found")
+				return notFound
 			}
-			return nil, err
+			return err
 		}
 		if f.Purpose != files.PurposeBatch {
-			return nil, apierror.BadRequest("input_file_id", "input_file_id %s must be a file uploaded with purpose 'batch'", apierror.QuoteID(id))
+			return apierror.BadRequest("input_file_id", "input_file_id %s must be a file uploaded with purpose 'batch'", apierror.QuoteID(id))
 		}
-		return content, nil
+		return nil
 	}
-	e.mu.Lock()
-	r := e.runner
-	e.mu.Unlock()
-	if r == nil || !apierrorIDShaped(id) {
-		return nil, apierror.BadRequest("input_file_id", "input_file_id %s was not found", apierror.QuoteID(id)).WithCode("not_found")
+	if e.runnerFor(caller.Route) == nil || !apierror.IDShaped(id) {
+		return notFound
 	}
-	h := header.Clone()
-	h.Del("Content-Type")
-	status, content, err := r.Run(ctx, caller, http.MethodGet, "/v1/files/"+id+"/content", h, nil)
-	if err != nil || status != http.StatusOK {
-		return nil, apierror.BadRequest("input_file_id", "input_file_id %s could not be read from the provider", apierror.QuoteID(id))
-	}
-	if int64(len(content)) > e.cfg.Files.MaxBytes() {
-		return nil, files.TooLarge(e.cfg.Files.MaxBytes())
-	}
-	return content, nil
+	return nil
 }
 
-func apierrorIDShaped(id string) bool { return apierror.IDShaped(id) }
-
 // launch registers j as running and starts its driver.
+// (Create has registered it already, under the limit.)
 func (e *Engine) launch(j *job) {
 	e.mu.Lock()
 	e.running[j.rec.Batch.ID] = j
@@ -332,9 +427,9 @@ func (e *Engine) Cancel(ctx context.Context, workspace, id string) (*Batch, erro
 		b := &j.rec.Batch
 		if !Terminal(b.Status) && b.Status != StatusCancelling && b.Status != StatusFinalizing {
 			b.Status, b.CancellingAt = StatusCancelling, ptr(e.cfg.Now().Unix())
-			if !j.cancelled {
+			if !j.cancelled && j.abort == nil {
 				j.cancelled = true
-				close(j.cancel)
+				j.halt()
 			}
 		}
 		snap := b.clone()
@@ -447,14 +542,20 @@ func (e *Engine) All(ctx context.Context, workspace string) ([]*Batch, error) {
 	return all, nil
 }
 
-// SortNewestFirst orders batches by created_at descending, then id, the
-// order of every batch list.
+// SortNewestFirst orders batches by created_at descending, the order of
+// every batch list. Within one second managed batches keep their creation
+// order (record.Created) and come before a provider's, which are ordered
+// by id, the best their second-resolution created_at allows.
 func SortNewestFirst(bs []*Batch) {
-	sort.Slice(bs, func(i, j int) bool {
-		if bs[i].CreatedAt != bs[j].CreatedAt {
-			return bs[i].CreatedAt > bs[j].CreatedAt
+	sort.SliceStable(bs, func(i, j int) bool {
+		a, b := bs[i], bs[j]
+		if a.CreatedAt != b.CreatedAt {
+			return a.CreatedAt > b.CreatedAt
 		}
-		return bs[i].ID > bs[j].ID
+		if a.seq != b.seq {
+			return a.seq > b.seq
+		}
+		return a.ID > b.ID
 	})
 }
 

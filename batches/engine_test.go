@@ -87,7 +87,7 @@ func newEnv(t testing.TB, cfg Config) *env {
 
 func newEnvKV(t testing.TB, cfg Config, kv files.KV) *env {
 	e := &env{kv: kv, runner: &fakeRunner{},
-		clock: &clock{now: time.Unix(1_800_000_000, 0)}, caller: Caller{Name: "k", WorkspaceID: "ws-1", OrganisationID: "org"}}
+		clock: &clock{now: time.Unix(1_800_000_000, 0)}, caller: Caller{Name: "k", WorkspaceID: "ws-1", OrganisationID: "org", Route: testRoute}}
 	e.files = files.NewStore(e.kv, files.Config{Now: e.clock.Now, Prefix: cfg.Prefix + "/files"})
 	e.engine = e.newEngine(cfg)
 	return e
@@ -99,7 +99,7 @@ func (e *env) newEngine(cfg Config) *Engine {
 		cfg.Instance = "instance-1"
 	}
 	eng := NewEngine(cfg)
-	eng.SetRunner(e.runner)
+	eng.RegisterRunner(testRoute, e.runner)
 	eng.Start()
 	return eng
 }
@@ -502,3 +502,6 @@ func TestPaginationAndIsolation(t *testing.T) {
 		t.Fatalf("empty list JSON %s", js)
 	}
 }
+
+// testRoute is the route key the tests' runner is registered under.
+const testRoute = "test-route"

@@ -2,6 +2,7 @@ package batches
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -31,20 +32,35 @@ var dropped = map[string]bool{
 // stored with the record (routing names, no secrets) and those held only
 // in memory (provider credentials, inline configs, anything unknown). A
 // config header counts as persistable only when it names a saved config;
-// an inline JSON config can hold credentials.
+// an inline JSON config can hold credentials, and so can a custom host
+// URL with userinfo (https://user:pass@host) or a query.
 func SplitHeader(h http.Header) (persist, memory http.Header) {
 	persist, memory = http.Header{}, http.Header{}
 	for k, vs := range h {
 		lk := strings.ToLower(k)
 		switch {
 		case dropped[lk]:
-		case persistable[lk] && !(strings.HasSuffix(lk, "-config") && inlineConfig(vs)):
+		case persistable[lk] && !(strings.HasSuffix(lk, "-config") && inlineConfig(vs)) &&
+			!(strings.HasSuffix(lk, "-custom-host") && credentialURL(vs)):
 			persist[http.CanonicalHeaderKey(k)] = append([]string(nil), vs...)
 		default:
 			memory[http.CanonicalHeaderKey(k)] = append([]string(nil), vs...)
 		}
 	}
 	return persist, memory
+}
+
+// credentialURL reports whether a custom host value may carry a
+// credential: userinfo, a query or a fragment (or a value that does not
+// parse, which is then not stored either).
+func credentialURL(vs []string) bool {
+	for _, v := range vs {
+		u, err := url.Parse(strings.TrimSpace(v))
+		if err != nil || u.User != nil || u.RawQuery != "" || u.Fragment != "" || strings.Contains(v, "@") {
+			return true
+		}
+	}
+	return false
 }
 
 func inlineConfig(vs []string) bool {

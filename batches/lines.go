@@ -1,11 +1,14 @@
 package batches
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 
 	"github.com/tidwall/gjson"
 
@@ -16,75 +19,148 @@ import (
 // maxLineErrors bounds the errors one validation reports.
 const maxLineErrors = 100
 
+// DefaultMaxLineBytes bounds one line of an input file (the gateway's
+// default request body limit): lines are read one at a time, so this and
+// a file chunk are what reading the input holds.
+const DefaultMaxLineBytes = 32 << 20
+
 // inputLine is one request of the input file.
 type inputLine struct {
 	CustomID string
 	Body     []byte
 }
 
-// parseInput validates the input file: every non-blank line a JSON object
-// with a unique string custom_id, method POST, url equal to the batch's
-// endpoint and an object body. Errors name the 1-based line.
-func parseInput(content []byte, endpoint string, maxLines int) ([]inputLine, []LineError) {
-	var (
-		out  []inputLine
-		errs []LineError
-		seen = map[string]int{}
-	)
-	add := func(line int, code, param, format string, args ...any) {
-		if len(errs) < maxLineErrors {
-			e := LineError{Code: code, Message: fmt.Sprintf(format, args...), Line: ptr(line)}
-			if param != "" {
-				e.Param = ptr(param)
+// scanLines calls fn with each line of r (1-based number, the line
+// without its newline, valid until fn returns) until fn returns false;
+// a line longer than maxLine is passed as nil, its bytes skipped. It
+// returns r's error, if any.
+func scanLines(r io.Reader, maxLine int, fn func(n int, raw []byte) bool) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var long []byte
+	for n := 1; ; n++ {
+		long = long[:0]
+		tooLong := false
+		var err error
+		for {
+			var frag []byte
+			frag, err = br.ReadSlice('\n')
+			if !tooLong {
+				if len(long)+len(frag) > maxLine+1 {
+					tooLong, long = true, long[:0]
+				} else {
+					long = append(long, frag...)
+				}
 			}
-			errs = append(errs, e)
+			if !errors.Is(err, bufio.ErrBufferFull) {
+				break
+			}
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		if len(long) > 0 || tooLong {
+			line := bytes.TrimSuffix(long, []byte("\n"))
+			if tooLong {
+				line = nil
+			}
+			if !fn(n, line) {
+				return nil
+			}
+		}
+		if err != nil {
+			return nil
 		}
 	}
-	for n, rest := 1, content; len(rest) > 0; n++ {
-		raw, tail, _ := bytes.Cut(rest, []byte("\n"))
-		rest = tail
+}
+
+// validator checks an input file line by line: every non-blank line a
+// JSON object with a unique string custom_id, method POST, url equal to
+// the batch's endpoint and an object body. Errors name the 1-based line.
+type validator struct {
+	endpoint string
+	maxLines int
+	lines    int
+	errs     []LineError
+	seen     map[string]int
+}
+
+func newValidator(endpoint string, maxLines int) *validator {
+	return &validator{endpoint: endpoint, maxLines: maxLines, seen: map[string]int{}}
+}
+
+func (v *validator) add(line int, code, param, format string, args ...any) {
+	if len(v.errs) < maxLineErrors {
+		e := LineError{Code: code, Message: fmt.Sprintf(format, args...), Line: ptr(line)}
+		if param != "" {
+			e.Param = ptr(param)
+		}
+		v.errs = append(v.errs, e)
+	}
+}
+
+// check validates line n (nil: longer than the line limit); it returns
+// false once the file has too many lines, to stop the scan.
+func (v *validator) check(n int, raw []byte, maxLine int) bool {
+	if raw != nil {
 		raw = bytes.TrimSpace(raw)
 		if len(raw) == 0 {
-			continue
+			return true
 		}
-		if len(out)+len(errs) >= maxLines {
-			add(n, "too_many_lines", "", "the input file has more than %d requests", maxLines)
-			break
-		}
-		if jsonlimit.Object(raw) != nil {
-			add(n, "invalid_json_line", "", "line %d is not a valid JSON object", n)
-			continue
-		}
-		obj := gjson.ParseBytes(raw)
-		cid := obj.Get("custom_id")
-		switch {
-		case cid.Type != gjson.String || cid.Str == "":
-			add(n, "missing_required_parameter", "custom_id", "line %d has no custom_id", n)
-			continue
-		case seen[cid.Str] != 0:
-			add(n, "duplicate_custom_id", "custom_id", "line %d repeats the custom_id of line %d", n, seen[cid.Str])
-			continue
-		}
-		seen[cid.Str] = n
-		if m := obj.Get("method"); m.Type != gjson.String || m.Str != http.MethodPost {
-			add(n, "invalid_method", "method", "line %d: method must be POST", n)
-			continue
-		}
-		if u := obj.Get("url"); u.Type != gjson.String || u.Str != endpoint {
-			add(n, "mismatched_endpoint", "url", "line %d: url must be the batch's endpoint %s", n, endpoint)
-			continue
-		}
-		body := obj.Get("body")
-		if !body.IsObject() {
-			add(n, "missing_required_parameter", "body", "line %d: body must be a JSON object", n)
-			continue
-		}
-		out = append(out, inputLine{CustomID: cid.Str, Body: []byte(body.Raw)})
 	}
-	if len(out) == 0 && len(errs) == 0 {
-		errs = append(errs, LineError{Code: "empty_file", Message: "the input file holds no requests"})
+	if v.lines+len(v.errs) >= v.maxLines {
+		v.add(n, "too_many_lines", "", "the input file has more than %d requests", v.maxLines)
+		return false
 	}
-	return out, errs
+	if raw == nil {
+		v.add(n, "line_too_long", "", "line %d is longer than the gateway's limit of %d bytes", n, maxLine)
+		return true
+	}
+	l, code, param, msg := parseLine(raw, v.endpoint)
+	if code == "" {
+		if first := v.seen[l.CustomID]; first != 0 {
+			code, param, msg = "duplicate_custom_id", "custom_id", fmt.Sprintf("line %%d repeats the custom_id of line %d", first)
+		} else {
+			v.seen[l.CustomID] = n
+			v.lines++
+			return true
+		}
+	}
+	v.add(n, code, param, msg, n)
+	return true
+}
+
+// result returns the validation errors, with empty_file for a file
+// without requests.
+func (v *validator) result() []LineError {
+	if v.lines == 0 && len(v.errs) == 0 {
+		return []LineError{{Code: "empty_file", Message: "the input file holds no requests"}}
+	}
+	return v.errs
+}
+
+// parseLine reads one trimmed, non-blank input line; code is empty when
+// it is valid, else the error code, param and a message format taking
+// the line number.
+func parseLine(raw []byte, endpoint string) (l inputLine, code, param, msg string) {
+	if jsonlimit.Object(raw) != nil {
+		return l, "invalid_json_line", "", "line %d is not a valid JSON object"
+	}
+	obj := gjson.ParseBytes(raw)
+	cid := obj.Get("custom_id")
+	if cid.Type != gjson.String || cid.Str == "" {
+		return l, "missing_required_parameter", "custom_id", "line %d has no custom_id"
+	}
+	if m := obj.Get("method"); m.Type != gjson.String || m.Str != http.MethodPost {
+		return l, "invalid_method", "method", "line %d: method must be POST"
+	}
+	if u := obj.Get("url"); u.Type != gjson.String || u.Str != endpoint {
+		return l, "mismatched_endpoint", "url", "line %d: url must be the batch's endpoint " + strings.ReplaceAll(endpoint, "%", "%%")
+	}
+	body := obj.Get("body")
+	if !body.IsObject() {
+		return l, "missing_required_parameter", "body", "line %d: body must be a JSON object"
+	}
+	return inputLine{CustomID: cid.Str, Body: []byte(body.Raw)}, "", "", ""
 }
 
 // outputLine is OpenAI's batch output (and error) line.

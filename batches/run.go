@@ -3,6 +3,7 @@ package batches
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -25,10 +26,10 @@ func ioCtx() (context.Context, context.CancelFunc) {
 
 // stop reasons of a dispatch loop
 const (
-	reasonNone = iota
-	reasonCancelled
-	reasonExpired
-	reasonStopped
+	reasonNone    = iota
+	reasonHalted  // cancelled, or ended early (job.abort)
+	reasonExpired // the completion window ended
+	reasonStopped // the engine stopped: resumed at the next Start
 )
 
 // results collects finished lines between checkpoints.
@@ -60,6 +61,38 @@ func (r *results) len() int {
 	return len(r.out) + len(r.err)
 }
 
+// progress is what a driver knows of its batch's recorded results.
+type progress struct {
+	mu         sync.Mutex
+	done       map[string]bool // custom_ids with a recorded result
+	dispatched map[string]bool // custom_ids started by this run
+	seq        int             // the last part number
+	outBytes   int64           // bytes of the output parts
+}
+
+func (p *progress) isDone(cid string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done[cid] || p.dispatched[cid]
+}
+
+func (p *progress) setDispatched(cid string, v bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if v {
+		p.dispatched[cid] = true
+	} else {
+		delete(p.dispatched, cid)
+	}
+}
+
+var errInputUnavailable = LineError{Code: "input_file_unavailable", Message: "the input file could not be read"}
+
+func outputTooLarge(limit int64) LineError {
+	return LineError{Code: "output_too_large", Message: fmt.Sprintf(
+		"the batch's output exceeds the file store's limit of %d bytes; the requests whose results did not fit, and those not yet run, are in the error file with this code", limit)}
+}
+
 // drive runs one batch from its current status to a terminal one (or
 // until the engine stops). It is the only writer of the batch's record
 // and parts, so stored state is never overwritten out of order; the
@@ -71,23 +104,36 @@ func (e *Engine) drive(j *job) {
 	e.mu.Unlock()
 	ws, id := caller.WorkspaceID, b.ID
 
-	input := j.input
-	j.input = nil // the driver owns it now; drop the reference early
-	if input == nil {
-		ctx, cancel := ioCtx()
-		var err error
-		input, err = e.readInput(ctx, caller, header, b.InputFileID)
-		cancel()
-		if err != nil {
-			e.fail(j, []LineError{{Code: "input_file_unavailable", Message: "the input file could not be read to resume the batch"}})
-			return
-		}
+	// A queued batch waits here holding its record only. One cancelled
+	// while queued goes on without a slot: it runs no line.
+	if e.takeRun(j) {
+		defer e.freeRun()
+	} else if e.ctx.Err() != nil {
+		return
 	}
-	lines, lineErrs := parseInput(input, b.Endpoint, e.cfg.MaxLines)
-	input = nil
+	in, err := e.openInput(caller, header, id, b.InputFileID)
+	if err != nil {
+		if e.ctx.Err() == nil {
+			why := errInputUnavailable
+			if errors.Is(err, errRoute) {
+				why = abortRoute
+			}
+			e.finish(j, reasonNone, []LineError{why}, nil)
+		}
+		return
+	}
+	v := newValidator(b.Endpoint, e.cfg.MaxLines)
+	if err := scanLines(in.reader(), e.cfg.MaxLineBytes, func(n int, raw []byte) bool { return v.check(n, raw, e.cfg.MaxLineBytes) }); err != nil {
+		if e.ctx.Err() == nil {
+			e.finish(j, reasonNone, []LineError{errInputUnavailable}, nil)
+		}
+		return
+	}
+	total, lineErrs := v.lines, v.result()
+	v = nil // its custom_id set is no longer needed
 	if b.Status == StatusValidating {
 		if len(lineErrs) > 0 {
-			e.fail(j, lineErrs)
+			e.finish(j, reasonNone, lineErrs, nil)
 			return
 		}
 		e.mu.Lock()
@@ -95,80 +141,95 @@ func (e *Engine) drive(j *job) {
 			j.rec.Batch.Status = StatusInProgress
 		}
 		j.rec.Batch.InProgressAt = ptr(e.cfg.Now().Unix())
-		j.rec.Batch.RequestCounts.Total = len(lines)
 		e.mu.Unlock()
 	}
-	done, seq, completed, failed := e.loadParts(ws, id)
+	st, completed, failed, ok := e.loadParts(ws, id)
+	if !ok {
+		return
+	}
 	e.mu.Lock()
-	j.rec.Batch.RequestCounts = RequestCounts{Total: len(lines), Completed: completed, Failed: failed}
+	j.rec.Batch.RequestCounts = RequestCounts{Total: total, Completed: completed, Failed: failed}
 	e.mu.Unlock()
-	e.persist(j)
+	if !e.persist(j) {
+		return
+	}
 
 	res := &results{}
-	reason, dispatched := e.dispatch(j, lines, done, caller, header, res, &seq)
+	reason := e.dispatch(j, in, st, caller, header, res)
 	if reason == reasonStopped {
 		return // unfinished in storage; resumed at the next Start
 	}
 	e.mu.Lock()
-	if j.cancelled {
-		reason = reasonCancelled
+	if j.cancelled || j.abort != nil {
+		reason = reasonHalted
 	}
+	abort := j.abort
 	e.mu.Unlock()
 	if reason != reasonNone {
 		code, msg := "batch_cancelled", "the batch was cancelled before this request ran"
-		if reason == reasonExpired {
+		switch {
+		case reason == reasonExpired:
 			code, msg = "batch_expired", "this request could not be executed before the completion window ended"
+		case abort != nil:
+			code, msg = abort.Code, abort.Message
 		}
-		n := 0
-		for _, ln := range lines {
-			if !done[ln.CustomID] && !dispatched[ln.CustomID] {
+		err := in.lines(b.Endpoint, func(ln inputLine) bool {
+			if !st.isDone(ln.CustomID) {
 				res.add(skippedLine(ln.CustomID, code, msg), false)
-				n++
 			}
+			return true
+		})
+		if err != nil && e.ctx.Err() != nil {
+			return
 		}
-		e.mu.Lock()
-		j.rec.Batch.RequestCounts.Failed += n
-		e.mu.Unlock()
 	}
-	e.checkpoint(j, res, &seq)
-	e.finalize(j, reason)
+	if !e.checkpoint(j, res, st) {
+		return
+	}
+	var errs []LineError
+	if abort != nil {
+		errs = append(errs, *abort)
+	}
+	e.finish(j, reason, errs, st)
 }
 
 // dispatch starts each unfinished line under the batch and global
-// concurrency bounds until all ran, the batch is cancelled, it expires or
-// the engine stops; it returns after every started line finished.
-func (e *Engine) dispatch(j *job, lines []inputLine, done map[string]bool, caller Caller, header http.Header,
-	res *results, seq *int) (int, map[string]bool) {
+// concurrency bounds until all ran, the batch is cancelled or ended
+// early, it expires or the engine stops; it returns after every started
+// line finished.
+func (e *Engine) dispatch(j *job, in *input, st *progress, caller Caller, header http.Header, res *results) int {
 	var (
-		wg         sync.WaitGroup
-		sem        = make(chan struct{}, e.cfg.Concurrency)
-		dispatched = map[string]bool{}
-		reason     = reasonNone
-		endpoint   = j.rec.Batch.Endpoint
-		expiresAt  = *j.rec.Batch.ExpiresAt
+		wg        sync.WaitGroup
+		sem       = make(chan struct{}, e.cfg.Concurrency)
+		reason    = reasonNone
+		endpoint  = j.rec.Batch.Endpoint
+		expiresAt = *j.rec.Batch.ExpiresAt
 	)
-	defer wg.Wait()
-	for _, ln := range lines {
-		if done[ln.CustomID] {
-			continue
+	err := in.lines(endpoint, func(ln inputLine) bool {
+		if st.isDone(ln.CustomID) {
+			return true
 		}
 		if reason = e.acquire(j, sem); reason != reasonNone {
-			break
+			return false
 		}
 		// Checked once a slot is free: a line that waited for one must
 		// not start after the window ended.
 		if e.cfg.Now().Unix() >= expiresAt {
 			e.release(sem)
 			reason = reasonExpired
-			break
+			return false
 		}
-		runner, ok := e.currentRunner()
-		if !ok {
+		// The route that created the batch, as configured now: a reload
+		// that removed or changed it ends the batch rather than run it
+		// under another route's egress policy.
+		runner := e.runnerFor(caller.Route)
+		if runner == nil {
 			e.release(sem)
-			reason = reasonStopped
-			break
+			e.abortWith(j, abortRoute)
+			reason = reasonHalted
+			return false
 		}
-		dispatched[ln.CustomID] = true
+		st.setDispatched(ln.CustomID, true)
 		wg.Add(1)
 		go func(ln inputLine) {
 			defer wg.Done()
@@ -176,6 +237,11 @@ func (e *Engine) dispatch(j *job, lines []inputLine, done map[string]bool, calle
 			status, body, err := runner.Run(e.ctx, caller, http.MethodPost, endpoint, header.Clone(), ln.Body)
 			if e.ctx.Err() != nil {
 				return // engine stopping: not recorded, so a resume re-runs it
+			}
+			if errors.Is(err, ErrCallerRevoked) {
+				st.setDispatched(ln.CustomID, false) // not run: listed as skipped
+				e.abortWith(j, abortRevoked)
+				return
 			}
 			line, ok := resultLine(ln.CustomID, status, body, err)
 			res.add(line, ok)
@@ -187,16 +253,22 @@ func (e *Engine) dispatch(j *job, lines []inputLine, done map[string]bool, calle
 			}
 			e.mu.Unlock()
 		}(ln)
-		if res.len() >= e.cfg.CheckpointEvery {
-			e.checkpoint(j, res, seq)
+		if res.len() >= e.cfg.CheckpointEvery && !e.checkpoint(j, res, st) {
+			reason = reasonStopped
+			return false
 		}
-	}
+		return true
+	})
 	wg.Wait()
 	if e.ctx.Err() != nil {
-		reason = reasonStopped
-		e.checkpoint(j, res, seq)
+		e.checkpoint(j, res, st)
+		return reasonStopped
 	}
-	return reason, dispatched
+	if err != nil && reason == reasonNone {
+		e.abortWith(j, errInputUnavailable)
+		reason = reasonHalted
+	}
+	return reason
 }
 
 // acquire takes a slot of the batch and of the process, or reports why
@@ -204,26 +276,26 @@ func (e *Engine) dispatch(j *job, lines []inputLine, done map[string]bool, calle
 func (e *Engine) acquire(j *job, sem chan struct{}) int {
 	select {
 	case sem <- struct{}{}:
-	case <-j.cancel:
-		return reasonCancelled
+	case <-j.stop:
+		return reasonHalted
 	case <-e.ctx.Done():
 		return reasonStopped
 	}
 	select {
 	case e.global <- struct{}{}:
-	case <-j.cancel:
+	case <-j.stop:
 		<-sem
-		return reasonCancelled
+		return reasonHalted
 	case <-e.ctx.Done():
 		<-sem
 		return reasonStopped
 	}
-	// Both slots and a cancel may be ready at once; select picks at
-	// random, so look again: a cancelled batch starts no new line.
+	// Both slots and a stop may be ready at once; select picks at
+	// random, so look again: a stopped batch starts no new line.
 	select {
-	case <-j.cancel:
+	case <-j.stop:
 		e.release(sem)
-		return reasonCancelled
+		return reasonHalted
 	default:
 		return reasonNone
 	}
@@ -236,11 +308,12 @@ func (e *Engine) release(sem chan struct{}) {
 
 // checkpoint writes the lines finished since the last one as new parts,
 // then the record; and picks up a cancel recorded by another instance.
-func (e *Engine) checkpoint(j *job, res *results, seq *int) {
+// Storage errors pause the batch here, retried until they pass; false
+// means the engine stopped first (the lines not written run again at
+// the resume).
+func (e *Engine) checkpoint(j *job, res *results, st *progress) bool {
 	out, errs := res.take()
 	ws, id := j.rec.Caller.WorkspaceID, j.rec.Batch.ID
-	ctx, cancel := ioCtx()
-	defer cancel()
 	for _, p := range []struct {
 		kind  string
 		lines [][]byte
@@ -248,45 +321,68 @@ func (e *Engine) checkpoint(j *job, res *results, seq *int) {
 		if len(p.lines) == 0 {
 			continue
 		}
-		*seq++
-		key := fmt.Sprintf("%s/%s-%08d.jsonl", e.partsDir(ws, id), p.kind, *seq)
-		if err := e.cfg.KV.Store(ctx, key, append(bytes.Join(p.lines, []byte("\n")), '\n')); err != nil {
+		st.seq++
+		key := fmt.Sprintf("%s/%s-%08d.jsonl", e.partsDir(ws, id), p.kind, st.seq)
+		data := append(bytes.Join(p.lines, []byte("\n")), '\n')
+		if err := e.retry(id, "results", func(ctx context.Context) error { return e.cfg.KV.Store(ctx, key, data) }); err != nil {
 			e.cfg.Logger.Error("batch: storing results", zap.String("batch_id", id), zap.Error(err))
+			return false
+		}
+		st.mu.Lock()
+		for _, l := range p.lines {
+			st.done[customIDOf(l)] = true
+		}
+		if p.kind == "out" {
+			st.outBytes += int64(len(data))
+		}
+		over := st.outBytes > e.cfg.Files.MaxBytes()
+		st.mu.Unlock()
+		if over {
+			e.abortWith(j, outputTooLarge(e.cfg.Files.MaxBytes()))
 		}
 	}
-	if stored, err := e.loadKey(ctx, e.key(ws, id)); err == nil && stored.Batch.Status == StatusCancelling {
+	ctx, cancel := ioCtx()
+	stored, err := e.loadKey(ctx, e.key(ws, id))
+	cancel()
+	if err == nil && stored.Batch.Status == StatusCancelling {
 		e.mu.Lock()
-		if !j.cancelled {
+		if !j.cancelled && j.abort == nil {
 			j.cancelled = true
 			j.rec.Batch.Status, j.rec.Batch.CancellingAt = StatusCancelling, stored.Batch.CancellingAt
-			close(j.cancel)
+			j.halt()
 		}
 		e.mu.Unlock()
 	}
-	e.persist(j)
+	return e.persist(j)
 }
 
 // persist saves a snapshot of the record, taken under the lock and
-// written without it.
-func (e *Engine) persist(j *job) {
+// written without it, retrying through a store outage; false when the
+// engine stopped first.
+func (e *Engine) persist(j *job) bool {
 	e.mu.Lock()
 	snap := *j.rec
 	snap.Batch = *j.rec.Batch.clone()
 	e.mu.Unlock()
-	ctx, cancel := ioCtx()
-	defer cancel()
-	if err := e.save(ctx, &snap); err != nil {
+	err := e.retry(snap.Batch.ID, "record", func(ctx context.Context) error { return e.save(ctx, &snap) })
+	if err != nil {
 		e.cfg.Logger.Error("batch: storing record", zap.String("batch_id", snap.Batch.ID), zap.Error(err))
+		return false
 	}
+	return true
 }
 
-// partKeys returns the batch's part keys in write order.
-func (e *Engine) partKeys(ctx context.Context, ws, id string) []string {
-	keys, err := files.ListKeys(ctx, e.cfg.KV, e.partsDir(ws, id), false)
-	if err != nil {
-		e.cfg.Logger.Error("batch: listing results", zap.String("batch_id", id), zap.Error(err))
+// partKeys returns the batch's part keys in write order; ok is false when
+// the engine stopped while storage was down.
+func (e *Engine) partKeys(ws, id string) (out []string, ok bool) {
+	var keys []string
+	err := e.retry(id, "list results", func(ctx context.Context) (err error) {
+		keys, err = files.ListKeys(ctx, e.cfg.KV, e.partsDir(ws, id), false)
+		return err
+	})
+	if err != nil && !permanent(err) {
+		return nil, false
 	}
-	var out []string
 	for _, k := range keys {
 		if strings.HasSuffix(k, ".jsonl") {
 			out = append(out, k)
@@ -295,28 +391,51 @@ func (e *Engine) partKeys(ctx context.Context, ws, id string) []string {
 	// Sort by the sequence number after the kind, so write order holds
 	// across "out" and "err" parts.
 	sort.Slice(out, func(a, b int) bool { return out[a][len(out[a])-14:] < out[b][len(out[b])-14:] })
-	return out
+	return out, true
+}
+
+// loadPart reads one part, retrying through a store outage; a part gone
+// meanwhile reads as empty. ok is false when the engine stopped first.
+func (e *Engine) loadPart(id, key string) (b []byte, ok bool) {
+	err := e.retry(id, "read results", func(ctx context.Context) (err error) {
+		b, err = e.cfg.KV.Load(ctx, key)
+		return err
+	})
+	if err != nil && !permanent(err) {
+		return nil, false
+	}
+	return b, true
+}
+
+func isOutPart(key string) bool {
+	return strings.Contains(key[strings.LastIndexByte(key, '/'):], "/out-")
 }
 
 // loadParts reads what earlier runs recorded: finished custom_ids, the
-// last part number, and the counts.
-func (e *Engine) loadParts(ws, id string) (done map[string]bool, seq, completed, failed int) {
-	ctx, cancel := ioCtx()
-	defer cancel()
-	done = map[string]bool{}
-	for _, k := range e.partKeys(ctx, ws, id) {
-		b, err := e.cfg.KV.Load(ctx, k)
-		if err != nil {
-			continue
+// last part number, output bytes and the counts. ok is false when the
+// engine stopped first.
+func (e *Engine) loadParts(ws, id string) (st *progress, completed, failed int, ok bool) {
+	st = &progress{done: map[string]bool{}, dispatched: map[string]bool{}}
+	keys, ok := e.partKeys(ws, id)
+	if !ok {
+		return nil, 0, 0, false
+	}
+	for _, k := range keys {
+		b, ok := e.loadPart(id, k)
+		if !ok {
+			return nil, 0, 0, false
 		}
 		var n int
-		if _, err := fmt.Sscanf(k[len(k)-14:], "%08d.jsonl", &n); err == nil && n > seq {
-			seq = n
+		if _, err := fmt.Sscanf(k[len(k)-14:], "%08d.jsonl", &n); err == nil && n > st.seq {
+			st.seq = n
 		}
-		isOut := strings.Contains(k[strings.LastIndexByte(k, '/'):], "/out-")
+		isOut := isOutPart(k)
+		if isOut {
+			st.outBytes += int64(len(b))
+		}
 		for _, line := range bytes.Split(b, []byte("\n")) {
-			if cid := customIDOf(line); cid != "" && !done[cid] {
-				done[cid] = true
+			if cid := customIDOf(line); cid != "" && !st.done[cid] {
+				st.done[cid] = true
 				if isOut {
 					completed++
 				} else {
@@ -325,102 +444,14 @@ func (e *Engine) loadParts(ws, id string) (done map[string]bool, seq, completed,
 			}
 		}
 	}
-	return done, seq, completed, failed
-}
-
-// finalize assembles the output and error files from the parts and moves
-// the batch to its terminal status.
-func (e *Engine) finalize(j *job, reason int) {
-	now := e.cfg.Now().Unix()
-	e.mu.Lock()
-	if reason == reasonNone {
-		j.rec.Batch.Status, j.rec.Batch.FinalizingAt = StatusFinalizing, ptr(now)
-	}
-	e.mu.Unlock()
-	e.persist(j)
-	outID, errID := e.assemble(j)
-	now = e.cfg.Now().Unix()
-	e.publish(j, func(b *Batch) {
-		b.OutputFileID, b.ErrorFileID = outID, errID
-		switch reason {
-		case reasonCancelled:
-			b.Status, b.CancelledAt = StatusCancelled, ptr(now)
-		case reasonExpired:
-			b.Status, b.ExpiredAt = StatusExpired, ptr(now)
-		default:
-			b.Status, b.CompletedAt = StatusCompleted, ptr(now)
-		}
-	})
-	e.dropParts(j)
-}
-
-// publish applies a terminal change: it is stored first and shown live
-// after, so no reader sees a terminal status that storage lacks.
-func (e *Engine) publish(j *job, change func(*Batch)) {
-	e.mu.Lock()
-	snap := *j.rec
-	snap.Batch = *j.rec.Batch.clone()
-	e.mu.Unlock()
-	change(&snap.Batch)
-	ctx, cancel := ioCtx()
-	if err := e.save(ctx, &snap); err != nil {
-		e.cfg.Logger.Error("batch: storing record", zap.String("batch_id", snap.Batch.ID), zap.Error(err))
-	}
-	cancel()
-	e.mu.Lock()
-	j.rec.Batch = snap.Batch
-	e.mu.Unlock()
-}
-
-// fail ends a batch as failed with errs; partial results, if any, are
-// still delivered.
-func (e *Engine) fail(j *job, errs []LineError) {
-	outID, errID := e.assemble(j)
-	now := e.cfg.Now().Unix()
-	e.publish(j, func(b *Batch) {
-		b.Status, b.FailedAt = StatusFailed, ptr(now)
-		b.Errors = &Errors{Object: "list", Data: errs}
-		b.OutputFileID, b.ErrorFileID = outID, errID
-	})
-	e.dropParts(j)
-}
-
-// assemble joins the parts into an output file and an error file (each
-// created only when it has lines) in the caller's workspace.
-func (e *Engine) assemble(j *job) (outID, errID *string) {
-	ws, id := j.rec.Caller.WorkspaceID, j.rec.Batch.ID
-	ctx, cancel := ioCtx()
-	defer cancel()
-	var out, errs bytes.Buffer
-	for _, k := range e.partKeys(ctx, ws, id) {
-		b, err := e.cfg.KV.Load(ctx, k)
-		if err != nil {
-			continue
-		}
-		if strings.Contains(k[strings.LastIndexByte(k, '/'):], "/out-") {
-			out.Write(b)
-		} else {
-			errs.Write(b)
-		}
-	}
-	create := func(buf *bytes.Buffer, name string) *string {
-		if buf.Len() == 0 {
-			return nil
-		}
-		f, err := e.cfg.Files.Create(ctx, ws, id+"_"+name+".jsonl", files.PurposeBatchOutput, buf.Bytes())
-		if err != nil {
-			e.cfg.Logger.Error("batch: storing result file", zap.String("batch_id", id), zap.Error(err))
-			return nil
-		}
-		return ptr(f.ID)
-	}
-	return create(&out, "output"), create(&errs, "error")
+	return st, completed, failed, true
 }
 
 func (e *Engine) dropParts(j *job) {
+	keys, _ := e.partKeys(j.rec.Caller.WorkspaceID, j.rec.Batch.ID)
 	ctx, cancel := ioCtx()
 	defer cancel()
-	for _, k := range e.partKeys(ctx, j.rec.Caller.WorkspaceID, j.rec.Batch.ID) {
+	for _, k := range keys {
 		_ = e.cfg.KV.Delete(ctx, k)
 	}
 }
@@ -455,13 +486,13 @@ func (e *Engine) resume() {
 		if running {
 			continue
 		}
-		j := &job{rec: rec, cancel: make(chan struct{})}
+		j := &job{rec: rec, stop: make(chan struct{})}
 		if rec.Batch.Status == StatusCancelling {
 			j.cancelled = true
-			close(j.cancel)
+			j.halt()
 		}
 		if !rec.Resumable {
-			e.fail(j, []LineError{{Code: "gateway_restarted", Message: "the gateway restarted while the batch ran; it was created with credentials the gateway does not store, so it could not resume"}})
+			e.finish(j, reasonNone, []LineError{{Code: "gateway_restarted", Message: "the gateway restarted while the batch ran; it was created with credentials the gateway does not store, so it could not resume"}}, nil)
 			continue
 		}
 		e.cfg.Logger.Info("batch: resuming", zap.String("batch_id", rec.Batch.ID), zap.String("status", rec.Batch.Status))

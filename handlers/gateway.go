@@ -5,6 +5,8 @@
 package handlers
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -80,6 +82,9 @@ type Gateway struct {
 	breakers *routing.BreakerSet
 	cache    *responseCache
 	release  []func()
+	// routeKey is the key this route's batch runner is registered under
+	// and the batches it creates carry (see routeKey).
+	routeKey string
 }
 
 // CaddyModule returns the Caddy module information.
@@ -128,11 +133,30 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	g.router = routing.NewRouter()
 	g.router.Breakers = g.breakers
 	g.configs = routing.NewConfigCache(1024)
-	// Managed batch lines run through the newest config's pipeline.
+	// Managed batch lines run through the pipeline (and egress policy)
+	// of the route that created them; see routeKey.
 	if eng := g.app.Batches(); eng != nil {
-		eng.SetRunner(batchRunner{g})
+		if g.routeKey, err = routeKey(g); err != nil {
+			return err
+		}
+		g.release = append(g.release, eng.RegisterRunner(g.routeKey, batchRunner{g}))
 	}
 	return nil
+}
+
+// routeKey identifies a route across reloads for its managed batches: a
+// digest of the llm_gateway block's configuration (after defaults), so
+// the route of a reloaded config with the same block takes over its
+// batches, and a batch never runs under a route configured differently
+// (another egress policy, transport, or limits). Routes with identical
+// blocks share a key, being interchangeable.
+func routeKey(g *Gateway) (string, error) {
+	raw, err := json.Marshal(g)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(raw)
+	return "llm_gateway:" + hex.EncodeToString(sum[:16]), nil
 }
 
 // loadTransport provisions Caddy's reverse_proxy "http" transport with the

@@ -61,7 +61,7 @@ func (g *Gateway) serveJobs(r *http.Request, q *Request, f *flight) (bool, error
 		})
 		return true, nil
 	}
-	caller := batches.Caller{Name: q.Identity.Name, WorkspaceID: ws, OrganisationID: q.Identity.OrganisationID}
+	caller := batches.Caller{Name: q.Identity.Name, WorkspaceID: ws, OrganisationID: q.Identity.OrganisationID, Route: g.routeKey}
 	// The llm_ratelimit stage that admitted this request, if any: a
 	// managed batch's lines pass it too (see Input.Admission).
 	caller.Admission, _ = caddyhttp.GetVar(r.Context(), app.AdmissionVar).(string)
@@ -215,8 +215,12 @@ func pageBatches(bs []*batches.Batch, after string, limit int) *batches.Page {
 // pipeline as the batch's creator.
 type batchRunner struct{ g *Gateway }
 
-// Run implements batches.Runner.
+// Run implements batches.Runner. A caller whose gateway key is no longer
+// configured runs nothing: batches.ErrCallerRevoked stops its batch.
 func (b batchRunner) Run(ctx context.Context, c batches.Caller, method, path string, header http.Header, body []byte) (int, []byte, error) {
+	if !b.g.app.HasCaller(c) {
+		return 0, nil, batches.ErrCallerRevoked
+	}
 	id := &app.Identity{Name: c.Name, WorkspaceID: c.WorkspaceID, OrganisationID: c.OrganisationID}
 	res, err := b.g.Run(ctx, &Input{Method: method, Path: path, Header: plainHeader(header), Body: body, Identity: id, Admission: c.Admission})
 	if err != nil {
