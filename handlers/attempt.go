@@ -322,6 +322,26 @@ func (res *result) fail(ae *apierror.Error, cause routing.Cause) routing.Outcome
 	return routing.Outcome{Status: ae.Status, Cause: cause, Result: res}
 }
 
+// jsonContentType is the Content-Type of every JSON body sent upstream.
+var jsonContentType = []string{"application/json"}
+
+// jsonCall reports whether call's body is JSON the gateway checked or
+// made: the operations whose body inspectBody reads as a JSON object
+// (a translated target is always sent a chat completion), unless the
+// client sent multipart (image edits).
+func jsonCall(call *providers.Call, client http.Header) bool {
+	if len(call.Body) == 0 {
+		return false
+	}
+	switch call.Op {
+	case providers.OpChat, providers.OpCompletions, providers.OpEmbeddings, providers.OpResponses, providers.OpImages, providers.OpSpeech:
+	default:
+		return false
+	}
+	ct := client.Get("Content-Type")
+	return !strings.HasPrefix(ct, "multipart/")
+}
+
 // noUserAgent keeps net/http from sending its own User-Agent when the
 // client's is not forwarded (as reverse_proxy does).
 var noUserAgent = []string{""}
@@ -343,6 +363,14 @@ func (e *executor) upstreamRequest(ctx context.Context, call *providers.Call, u 
 			if v := src[k]; len(v) > 0 {
 				h[k] = v
 			}
+		}
+		if jsonCall(call, src) {
+			// The gateway parsed the body as JSON (and may have
+			// rewritten it) whatever the client declared: curl -d
+			// sends application/x-www-form-urlencoded, which
+			// vLLM-style servers refuse with a 422. A multipart
+			// upload keeps its own Content-Type and boundary.
+			h["Content-Type"] = jsonContentType
 		}
 	}
 	// Forwarded headers go first and the provider's own headers last, so a
