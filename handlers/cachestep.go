@@ -54,6 +54,13 @@ type cachedTarget struct {
 	res    semantic.Result
 	looked bool
 	maxAge time.Duration
+	// parts are what req.Key was computed from; body is the body it
+	// keys (the target's own, or a before-hook mutator's), so a
+	// mutated body gets its own key.
+	parts cache.KeyParts
+	body  []byte
+	// uncacheable marks a mutated body that is not a JSON object.
+	uncacheable bool
 }
 
 // withCache returns the executor to run q with: next itself when no target
@@ -78,7 +85,7 @@ func withCache(next *executor, rc *responseCache) routing.Executor {
 			path = "/chat/completions"
 		}
 		identity := t.Identity()
-		key, err := cache.Key(cache.KeyParts{
+		parts := cache.KeyParts{
 			Op:        string(tb.op),
 			Method:    q.Call.Method,
 			Path:      path,
@@ -87,11 +94,12 @@ func withCache(next *executor, rc *responseCache) routing.Executor {
 			Body:      tb.body,
 			Namespace: q.Header.CacheNamespace,
 			Metadata:  q.Header.MetadataRaw,
-		})
+		}
+		key, err := cache.Key(parts)
 		if err != nil {
 			continue // not a JSON object: not cacheable
 		}
-		ct := &cachedTarget{maxAge: cache.MaxAge(t.Cache)}
+		ct := &cachedTarget{maxAge: cache.MaxAge(t.Cache), parts: parts, body: tb.body}
 		ct.req = semantic.Request{Key: key, ForceRefresh: q.Header.ForceRefresh, Semantic: t.Cache.Mode == "semantic"}
 		if ct.req.Semantic {
 			ct.req.Body = tb.body
@@ -149,7 +157,7 @@ func (ct *cachedTarget) label() string {
 // stream when the client asked for one. An answer with no stream form is
 // a miss.
 func (c *cacheStep) Cached(ctx context.Context, t *routing.Target) (routing.Outcome, bool) {
-	ct := c.targets[t]
+	ct := c.target(t)
 	if ct == nil {
 		return routing.Outcome{}, false
 	}
@@ -184,7 +192,7 @@ func (c *cacheStep) Cached(ctx context.Context, t *routing.Target) (routing.Outc
 // Attempt implements routing.Executor: the attempt, with a sink storing
 // its successful answer when t caches.
 func (c *cacheStep) Attempt(ctx context.Context, t *routing.Target, try int) routing.Outcome {
-	ct := c.targets[t]
+	ct := c.target(t)
 	if ct == nil {
 		return c.next.attempt(ctx, t, try, attemptOpts{label: statusNoCache})
 	}
@@ -192,6 +200,42 @@ func (c *cacheStep) Attempt(ctx context.Context, t *routing.Target, try int) rou
 	// backend and the embedder bound their own time.
 	sink := &storeSink{rc: c.rc, ct: ct, ctx: context.WithoutCancel(c.context(ctx, ct))}
 	return c.next.attempt(ctx, t, try, attemptOpts{sink: sink, label: ct.label()})
+}
+
+// target returns t's cache request, keyed on the body t is actually
+// sent: a before-request hook's mutator (guardStep runs it before the
+// lookup and before each attempt) changes the body, and an answer to the
+// changed body must never be served for the unchanged one, nor the other
+// way round. nil when t has no cache or the changed body cannot be keyed.
+func (c *cacheStep) target(t *routing.Target) *cachedTarget {
+	ct := c.targets[t]
+	if ct == nil {
+		return nil
+	}
+	body := c.next.guards.bodyFor(t)
+	if body == nil {
+		body = ct.parts.Body
+	}
+	if bytes.Equal(body, ct.body) {
+		if ct.uncacheable {
+			return nil
+		}
+		return ct
+	}
+	// The body changed since the key was made: key it again, and forget
+	// the lookup made for the other body.
+	parts := ct.parts
+	parts.Body = body
+	ct.body, ct.looked, ct.res = body, false, semantic.Result{}
+	key, err := cache.Key(parts)
+	if ct.uncacheable = err != nil; ct.uncacheable {
+		return nil
+	}
+	ct.req.Key = key
+	if ct.req.Semantic {
+		ct.req.Body = body
+	}
+	return ct
 }
 
 // storeSink stores a complete successful answer under its key and, in
