@@ -55,14 +55,9 @@ func (a *responsesAdapter) ToChat(ctx context.Context, body []byte) ([]byte, err
 		}
 		a.body, a.r = body, r
 	}
-	var history []responses.Item
-	if a.r.PreviousResponseID != "" {
-		var err error
-		if history, err = a.store.Chain(ctx, a.ws, a.r.PreviousResponseID); err != nil {
-			return nil, err
-		}
-	}
-	items, err := a.store.ResolveReferences(ctx, a.ws, a.r.Conversation(history))
+	// The replay is bounded (responses.DefaultMaxReplay): a long stored
+	// conversation is a 400 here, not copies of it held per request.
+	items, err := a.store.Replay(ctx, a.ws, a.r)
 	if err != nil {
 		return nil, err
 	}

@@ -18,8 +18,7 @@
 // The package never calls a provider itself. A translated create runs:
 //
 //	r, err := Parse(body)                              // 400s before any provider call
-//	history, err := store.Chain(ctx, ws, r.PreviousResponseID) // if set; 400 when unknown
-//	items, err := store.ResolveReferences(ctx, ws, r.Conversation(history))
+//	items, err := store.Replay(ctx, ws, r)             // history + input, references resolved; 400 when unknown or beyond MaxReplay
 //	chat, err := ToChat(r, items)                      // 400 for built-in tools etc.
 //	// … the chat call through routing, retries, fallback …
 //	// on IsContextOverflow(status, body): with r.TruncationAuto(), once,

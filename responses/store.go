@@ -33,9 +33,22 @@ type StoreConfig struct {
 	// Retention is how long a record is served (default 30 days, as
 	// OpenAI keeps responses). Older records are "not found".
 	Retention time.Duration
+	// MaxReplay bounds the stored items one request replays, in bytes
+	// of their JSON: the history previous_response_id names plus the
+	// items its item_reference inputs resolve to (default
+	// DefaultMaxReplay). Beyond it the request is a 400 naming the
+	// limit, before any provider is called.
+	MaxReplay int64
 	// Now replaces time.Now in tests.
 	Now func() time.Time
 }
+
+// DefaultMaxReplay is the default StoreConfig.MaxReplay: 8 MiB of item
+// JSON is roughly two million tokens, more than any model's context
+// window, so a longer replay could only fail upstream, after the gateway
+// had held several copies of it (the stored records, the items, the chat
+// body, its translation) per request.
+const DefaultMaxReplay = 8 << 20
 
 // DefaultRetention is OpenAI's retention of stored responses.
 const DefaultRetention = 30 * 24 * time.Hour
@@ -60,6 +73,9 @@ func NewStore(kv KV, cfg StoreConfig) *Store {
 	cfg.Prefix = strings.TrimSuffix(cfg.Prefix, "/")
 	if cfg.Retention <= 0 {
 		cfg.Retention = DefaultRetention
+	}
+	if cfg.MaxReplay <= 0 {
+		cfg.MaxReplay = DefaultMaxReplay
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -129,31 +145,72 @@ func (s *Store) Save(ctx context.Context, rec *Record) error {
 var errNotFound = errors.New("not found")
 
 func (s *Store) load(ctx context.Context, workspace, id string) (*Record, error) {
+	var rec Record
+	if err := s.loadInto(ctx, workspace, id, &rec); err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
+
+// stored is a decoded record, whole or in part.
+type stored interface {
+	head() (id, workspace string, createdAt int64)
+}
+
+func (r *Record) head() (string, string, int64) { return r.ID, r.Workspace, r.CreatedAt }
+
+func (t *replayTurn) head() (string, string, int64) { return t.ID, t.Workspace, t.CreatedAt }
+
+// replayTurn is the part of a record a replay reads: decoding into it skips
+// the record's response object, which repeats the output.
+type replayTurn struct {
+	ID                 string `json:"id"`
+	Workspace          string `json:"workspace"`
+	CreatedAt          int64  `json:"created_at"`
+	PreviousResponseID string `json:"previous_response_id,omitempty"`
+	Input              []Item `json:"input"`
+	Output             []Item `json:"output"`
+}
+
+// size is the bytes of JSON the turn's items replay.
+func (t *replayTurn) size() int64 {
+	var n int64
+	for _, l := range [][]Item{t.Input, t.Output} {
+		for _, it := range l {
+			n += int64(len(it))
+		}
+	}
+	return n
+}
+
+// loadInto decodes the record of id into v and checks that it belongs to
+// workspace and has not expired.
+func (s *Store) loadInto(ctx context.Context, workspace, id string, v stored) error {
 	if !validID(id) {
-		return nil, errNotFound
+		return errNotFound
 	}
 	data, err := s.kv.Load(ctx, s.key(workspace, id))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, errNotFound
+		return errNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("responses: loading %s: %w", id, err)
+		return fmt.Errorf("responses: loading %s: %w", id, err)
 	}
 	if err := jsonlimit.Object(data); err != nil {
-		return nil, fmt.Errorf("responses: record %s: %w", id, err)
+		return fmt.Errorf("responses: record %s: %w", id, err)
 	}
-	var rec Record
-	if err := json.Unmarshal(data, &rec); err != nil {
-		return nil, fmt.Errorf("responses: decoding %s: %w", id, err)
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("responses: decoding %s: %w", id, err)
 	}
-	if rec.Workspace != workspace || rec.ID != id {
-		return nil, errNotFound
+	gotID, gotWS, created := v.head()
+	if gotWS != workspace || gotID != id {
+		return errNotFound
 	}
-	if s.cfg.Now().Sub(time.Unix(rec.CreatedAt, 0)) > s.cfg.Retention {
+	if s.cfg.Now().Sub(time.Unix(created, 0)) > s.cfg.Retention {
 		_ = s.kv.Delete(ctx, s.key(workspace, id)) // best effort
-		return nil, errNotFound
+		return errNotFound
 	}
-	return &rec, nil
+	return nil
 }
 
 func notFound(id string) *apierror.Error {
@@ -199,35 +256,81 @@ func (s *Store) Delete(ctx context.Context, workspace, id string) ([]byte, error
 // Chain returns the conversation previous_response_id replays: the input
 // and output of every stored turn from the first to previousID, oldest
 // first. An unknown, expired, unstored or other workspace's id is a 400,
-// as OpenAI answers.
+// as OpenAI answers, and so is a history larger than MaxReplay.
 func (s *Store) Chain(ctx context.Context, workspace, previousID string) ([]Item, error) {
-	var turns []*Record
+	items, _, err := s.chain(ctx, workspace, previousID)
+	return items, err
+}
+
+// Replay returns the conversation r continues: the history of its
+// previous_response_id, then its input, with item references resolved.
+// The stored items it replays (history and resolved references
+// together) are at most MaxReplay bytes, or it is a 400 naming the
+// limit.
+func (s *Store) Replay(ctx context.Context, workspace string, r *Request) ([]Item, error) {
+	var history []Item
+	var used int64
+	if r.PreviousResponseID != "" {
+		var err error
+		if history, used, err = s.chain(ctx, workspace, r.PreviousResponseID); err != nil {
+			return nil, err
+		}
+	}
+	return s.resolve(ctx, workspace, r.Conversation(history), used)
+}
+
+// replayTooLarge is the 400 of a replay beyond MaxReplay.
+func (s *Store) replayTooLarge(param string) *apierror.Error {
+	return apierror.BadRequest(param, "The stored conversation this request replays exceeds the gateway's limit of %d bytes (responses replay limit); start a new conversation, or send the history you need as input.", s.cfg.MaxReplay).WithCode("replay_too_large")
+}
+
+// chain is Chain, also returning the bytes of the items replayed. Each
+// record is decoded without its response object, and the walk stops as
+// soon as the history passes MaxReplay.
+func (s *Store) chain(ctx context.Context, workspace, previousID string) ([]Item, int64, error) {
+	var turns []*replayTurn
+	var size int64
 	for id := previousID; id != ""; {
 		if len(turns) == maxChain {
-			return nil, apierror.BadRequest("previous_response_id", "The conversation of '%s' is longer than the gateway replays (%d responses).", previousID, maxChain)
+			return nil, 0, apierror.BadRequest("previous_response_id", "The conversation of '%s' is longer than the gateway replays (%d responses).", previousID, maxChain)
 		}
-		rec, err := s.load(ctx, workspace, id)
+		t := new(replayTurn)
+		err := s.loadInto(ctx, workspace, id, t)
 		if errors.Is(err, errNotFound) {
-			return nil, apierror.BadRequest("previous_response_id", "Previous response with id '%s' not found.", id).WithCode("previous_response_not_found")
+			return nil, 0, apierror.BadRequest("previous_response_id", "Previous response with id '%s' not found.", id).WithCode("previous_response_not_found")
 		}
 		if err != nil {
-			return nil, storeFailure()
+			return nil, 0, storeFailure()
 		}
-		turns = append(turns, rec)
-		id = rec.PreviousResponseID
+		if size += t.size(); size > s.cfg.MaxReplay {
+			return nil, 0, s.replayTooLarge("previous_response_id")
+		}
+		turns = append(turns, t)
+		id = t.PreviousResponseID
 	}
-	var out []Item
+	n := 0
+	for _, t := range turns {
+		n += len(t.Input) + len(t.Output)
+	}
+	out := make([]Item, 0, n)
 	for i := len(turns) - 1; i >= 0; i-- {
 		out = append(out, turns[i].Input...)
 		out = append(out, turns[i].Output...)
 	}
-	return out, nil
+	return out, size, nil
 }
 
 // ResolveReferences replaces item_reference items by the stored items
 // they name (ids made by ItemIDs name their response). An unresolvable
-// reference is a 400.
+// reference is a 400, and so are resolved items of more than MaxReplay
+// bytes.
 func (s *Store) ResolveReferences(ctx context.Context, workspace string, items []Item) ([]Item, error) {
+	return s.resolve(ctx, workspace, items, 0)
+}
+
+// resolve is ResolveReferences when used bytes of the replay budget are
+// spent already.
+func (s *Store) resolve(ctx context.Context, workspace string, items []Item, used int64) ([]Item, error) {
 	var out []Item
 	for i, it := range items {
 		if !isReference(it) {
@@ -244,6 +347,9 @@ func (s *Store) ResolveReferences(ctx context.Context, workspace string, items [
 		if err != nil {
 			return nil, err
 		}
+		if used += int64(len(found)); used > s.cfg.MaxReplay {
+			return nil, s.replayTooLarge("input")
+		}
 		out = append(out, found)
 	}
 	if out == nil {
@@ -258,7 +364,8 @@ func (s *Store) findItem(ctx context.Context, workspace, id string) (Item, error
 	if respID == "" {
 		return nil, missing
 	}
-	rec, err := s.load(ctx, workspace, respID)
+	rec := new(replayTurn)
+	err := s.loadInto(ctx, workspace, respID, rec)
 	if errors.Is(err, errNotFound) {
 		return nil, missing
 	}

@@ -308,3 +308,40 @@ func TestNative(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayLimit: the stored items one request replays (history and
+// resolved references together) are bounded by MaxReplay; beyond it the
+// request is a 400 naming the limit.
+func TestReplayLimit(t *testing.T) {
+	ctx := context.Background()
+	s := NewStore(&certmagic.FileStorage{Path: t.TempDir()}, StoreConfig{MaxReplay: 4000, Now: func() time.Time { return time.Unix(1700000000, 0) }})
+	big := strings.Repeat("x", 2500)
+	r1 := turn(t, s, "ws", `{"model":"m","input":"hi"}`, big)
+	r2 := turn(t, s, "ws", `{"model":"m","input":"again","previous_response_id":"`+r1.ID+`"}`, big)
+	rec1, _ := s.Get(ctx, "ws", r1.ID)
+	ref := `{"type":"item_reference","id":"` + itemID(rec1.Output[0]) + `"}`
+	tests := []struct {
+		name, body, param string
+	}{
+		{"history within the limit", `{"model":"m","input":"x","previous_response_id":"` + r1.ID + `"}`, ""},
+		{"history beyond the limit", `{"model":"m","input":"x","previous_response_id":"` + r2.ID + `"}`, "previous_response_id"},
+		{"a reference within the limit", `{"model":"m","input":[` + ref + `]}`, ""},
+		{"references beyond the limit", `{"model":"m","input":[` + ref + `,` + ref + `,` + ref + `]}`, "input"},
+		{"history and a reference beyond it together", `{"model":"m","input":[` + ref + `],"previous_response_id":"` + r1.ID + `"}`, "input"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			items, err := s.Replay(ctx, "ws", mustParse(t, tt.body))
+			if tt.param == "" {
+				if err != nil || len(items) == 0 {
+					t.Fatalf("items %d err %v", len(items), err)
+				}
+				return
+			}
+			wantAPIError(t, err, http.StatusBadRequest, tt.param, "limit of 4000 bytes")
+			if got := err.(interface{ Error() string }).Error(); strings.Contains(got, big[:100]) {
+				t.Fatalf("the error quotes the history: %.200s", got)
+			}
+		})
+	}
+}
