@@ -8,6 +8,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"reflect"
@@ -19,6 +20,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
@@ -55,6 +58,8 @@ type App struct {
 	batchState
 	// costCatalog adds "price_catalog" (cost.go).
 	costCatalog
+	// heldState adds "max_held_bytes" (held.go).
+	heldState
 	// admissions holds the llm_ratelimit stages managed batch lines pass
 	// (admission.go).
 	admissions *admissions
@@ -111,6 +116,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	a.provisionResponses()
+	if err := a.provisionHeld(); err != nil {
+		return err
+	}
 	if err := a.provisionBatches(); err != nil {
 		return err
 	}
@@ -127,6 +135,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 			return fmt.Errorf("api_keys[%d]: duplicate name %q", i, k.Name)
 		}
 		seen[k.Name] = true
+		if literalSecret(k.Key) && !strings.HasPrefix(k.Key, "sha256:") {
+			a.logger.Warn("gateway API key is a literal value: it is visible in GET /config/ of the admin API and in autosave.json; give it as {env.VAR} or sha256:<hex>",
+				zap.String("api_key", k.Name))
+		}
 		digest, err := keyDigest(repl, k.Key)
 		if err != nil {
 			return fmt.Errorf("api key %q: %v", k.Name, err)
@@ -158,6 +170,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 		if _, ok := providers.Lookup(strings.ToLower(vk.Provider)); !ok {
 			return fmt.Errorf("virtual key %q: unknown provider %q", name, vk.Provider)
 		}
+		if fields := literalCredentials(vk); len(fields) > 0 {
+			a.logger.Warn("virtual key holds a literal credential: it is visible in GET /config/ of the admin API and in autosave.json; give it as an {env.VAR} placeholder",
+				zap.String("virtual_key", name), zap.Strings("fields", fields))
+		}
 		resolved := *vk
 		resolved.Provider = strings.ToLower(resolved.Provider)
 		if err := replaceStrings(repl, &resolved); err != nil {
@@ -184,7 +200,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		if err != nil {
 			return fmt.Errorf("config %q: %v", id, err)
 		}
-		if err := routing.ValidateConfig(body); err != nil {
+		if err := a.checkSavedConfig(body); err != nil {
 			return fmt.Errorf("config %q: %v", id, err)
 		}
 		if err := a.checkConfigHooks(body); err != nil {
@@ -320,6 +336,69 @@ func checkCredentials(s *providers.Settings) error {
 		return fmt.Errorf("clouda_session_token needs clouda_access_key_id and clouda_secret_access_key")
 	}
 	return nil
+}
+
+// literalCredentials names the credential fields of a virtual key given as
+// literal values rather than placeholders. The JSON config is what the
+// admin API serves (GET /config/) and Caddy autosaves, so a literal there
+// leaks; a placeholder is resolved only into the provisioned copy. Caddy's
+// {$VAR} Caddyfile syntax is substituted when the file is adapted, so it
+// also arrives here as a literal, which is why this warns rather than
+// trusting the Caddyfile's look.
+func literalCredentials(s *providers.Settings) []string {
+	var out []string
+	for _, f := range []struct{ name, v string }{
+		{"api_key", s.APIKey},
+		{"clouda_secret_access_key", s.CloudASecretAccessKey},
+		{"clouda_session_token", s.CloudASessionToken},
+	} {
+		if literalSecret(f.v) {
+			out = append(out, f.name)
+		}
+	}
+	// A service account is an inline JSON object: it cannot be a
+	// placeholder, so it is always literal when given.
+	if len(s.CloudCServiceAccountJSON) > 0 {
+		out = append(out, "cloudc_service_account_json")
+	}
+	return out
+}
+
+// literalSecret reports whether a credential value is given literally:
+// non-empty and holding no placeholder.
+func literalSecret(v string) bool {
+	return v != "" && len(placeholders(v)) == 0
+}
+
+// checkSavedConfig validates a saved config as fully as the gateway can
+// without a request: the schema, then the plan a request naming it would
+// get (conditional queries and target names, load-balance weights, each
+// leaf's virtual key and provider). A leaf without a provider is left to
+// the client's x-gateway-provider header, which a saved config may rely on:
+// it is checked as if the client named a known provider. Prompt ids are
+// not resolved here: API prompts are created at run time.
+func (a *App) checkSavedConfig(body []byte) error {
+	cfg, err := routing.NewConfigCache(1).Parse(string(body))
+	if err != nil {
+		return plainError(err)
+	}
+	if _, err := routing.ResolveConfig(cfg, &ingress.Headers{Provider: "openai"}, a); err != nil {
+		return plainError(err)
+	}
+	return nil
+}
+
+// plainError drops the HTTP status and type of a client-facing error, so
+// a load failure reads as the rule that failed.
+func plainError(err error) error {
+	var e *apierror.Error
+	if errors.As(err, &e) {
+		if p, ok := e.Param.(string); ok && p != "" && !strings.Contains(e.Message, p) {
+			return fmt.Errorf("%s: %s", p, e.Message)
+		}
+		return errors.New(e.Message)
+	}
+	return err
 }
 
 // loadConfig accepts an inline JSON object or a JSON string naming a file.
