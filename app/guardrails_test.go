@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -36,6 +37,10 @@ func TestProvisionGuardrails(t *testing.T) {
 			wantErr: []string{`guardrail "g5"`, "JSON object"}},
 		{name: "missing file", defs: map[string]string{"g6": `"/nonexistent/guardrail.json"`},
 			wantErr: []string{`guardrail "g6"`, "reading"}},
+		{name: "missing required parameter", defs: map[string]string{"g8": `{"default.wordCount":{"minWords":1},"deny":true}`},
+			wantErr: []string{`guardrail "g8"`, `["default.wordCount"]`, `missing required parameter "maxWords"`}},
+		{name: "too many checks", defs: map[string]string{"g9": `{"checks":[` + strings.Repeat(`{"id":"default.notNull"},`, 32) + `{"id":"default.notNull"}]}`},
+			wantErr: []string{`guardrail "g9"`, "33 checks", "at most 32"}},
 		{name: "string referring to another guardrail", defs: map[string]string{"g7": `"{\"x\":1}"`},
 			wantErr: []string{`guardrail "g7"`}},
 	}
@@ -128,5 +133,28 @@ func TestCheckConfigHooks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestHookPoolOutlivesReload: the async hook pool is shared by the
+// started llm apps; a reload (the new app starts, then the old one
+// stops) keeps it running for both configs' requests, and the last stop
+// stops it.
+func TestHookPoolOutlivesReload(t *testing.T) {
+	old, next := new(App), new(App)
+	old.startHookPool()
+	next.startHookPool()
+	if old.AsyncHooks() != next.AsyncHooks() || old.AsyncHooks() == nil {
+		t.Fatal("the two configs must share one pool")
+	}
+	old.stopHookPool()
+	done := make(chan struct{})
+	if !old.AsyncHooks().Submit(1, func(context.Context) { close(done) }) {
+		t.Fatal("the old config's last requests must still reach the pool after a reload")
+	}
+	<-done
+	next.stopHookPool()
+	if next.AsyncHooks().Submit(1, func(context.Context) {}) {
+		t.Fatal("the pool must stop with the last config")
 	}
 }
