@@ -39,6 +39,7 @@ func init() {
 //		guardrail <id> <file path | inline JSON object>
 //		prompts <dir of prompt files>
 //		semantic_cache { … }  (see parseSemanticCache)
+//		max_held_bytes <size>
 //		responses_retention <duration>
 //		batches { … }  (see parseBatches)
 //		price_catalog <LiteLLM-format price file>
@@ -139,6 +140,16 @@ func parseApp(d *caddyfile.Dispenser, existing any) (any, error) {
 			if err := parseBatches(d, a); err != nil {
 				return nil, err
 			}
+		case "max_held_bytes":
+			var v string
+			if !d.Args(&v) || d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			n, err := humanize.ParseBytes(v)
+			if err != nil || n == 0 || n > 1<<50 {
+				return nil, d.Errf("max_held_bytes: invalid size %q", v)
+			}
+			a.MaxHeldBytes = int64(n)
 		case "responses_retention":
 			var v string
 			if !d.Args(&v) || d.NextArg() {

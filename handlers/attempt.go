@@ -162,9 +162,14 @@ func (e *executor) attemptBody(ctx context.Context, t *routing.Target, try int, 
 		// meet, or when a sink or a stage must see it complete first.
 		hold:     (timer != nil || e.holdSuccess || tb.adapted || e.guards.holds(t) || (opts.sink != nil && opts.sink.Hold())) && !call.Stream,
 		validate: !call.Stream && tr == nil && checkedAnswer(call.Op),
-		maxBody:  e.maxBody(),
-		header:   make(http.Header, 8),
-		commit:   commit,
+		// What cannot reach the client unheld: a translation, hooks
+		// that judge or annotate it, a stage that needs it whole.
+		mustHold:  !call.Stream && (tr != nil || e.holdSuccess || tb.adapted || e.guards.holds(t)),
+		budget:    e.budget,
+		heldTotal: &e.heldBytes,
+		maxBody:   e.maxBody(),
+		header:    make(http.Header, 8),
+		commit:    commit,
 		onStart: func() {
 			// A stream must start in time; once it has, the deadline no
 			// longer applies.
@@ -218,6 +223,8 @@ func (e *executor) attemptBody(ctx context.Context, t *routing.Target, try int, 
 		return routing.Outcome{Status: c.status, Committed: true, Cause: routing.CauseStreamFailed, Result: res}
 	case c.committed:
 		return e.finishCommitted(c, res, sg)
+	case c.overBudget:
+		return res.fail(heldBudgetError(e.budget.Limit()), routing.CauseNone)
 	case c.tooLarge:
 		return res.fail(apierror.Newf(http.StatusBadGateway, apierror.TypeUpstream,
 			"provider %s sent a response larger than the gateway's max_response_body of %d bytes", t.Settings.Provider, e.g.MaxResponseBody).WithCode("response_too_large"), routing.CauseNone)
@@ -264,6 +271,13 @@ func (e *executor) finishCommitted(c *capture, res *result, sg *streamGuard) rou
 	if ferr := c.finish(); ferr != nil {
 		res.err = "translating stream: " + ferr.Error()
 		o.Cause = routing.CauseStreamFailed
+		if c.check != nil {
+			// An answer passed through unheld (the held-answer budget
+			// was spent) turned out malformed: its bytes are sent, so
+			// only a broken connection can say it is not an answer.
+			res.err = "invalid upstream response passed through unheld: " + ferr.Error()
+			res.abort = true
+		}
 	}
 	if sg != nil {
 		sg.end()

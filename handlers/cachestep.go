@@ -264,9 +264,12 @@ func (s *storeSink) Done(status int, body []byte, stream bool) {
 		}
 	} else if jsonlimit.Check(body) != nil {
 		return
-	} else {
-		// Exactly sized, so the cache's byte accounting is true; the
-		// held buffer may be twice as large.
+	} else if cap(body)-len(body) > len(body)/8 {
+		// Exactly sized, so the cache's byte accounting is true: a
+		// held answer of unknown length may have grown to twice its
+		// size. One of declared length is held in an exact buffer,
+		// which the cache keeps without a copy (it is never written
+		// again).
 		body = bytes.Clone(body)
 	}
 	s.rc.Save(s.ctx, s.ct.req, s.ct.res, status, body, s.ct.maxAge)

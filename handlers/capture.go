@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
@@ -53,6 +54,22 @@ type capture struct {
 	// exceeded and the answer dropped.
 	maxBody  int64
 	tooLarge bool
+	// budget is the process-wide bound on held bytes (heldbudget.go);
+	// reserved is what this capture took of it, also counted in
+	// heldTotal, the request's, which is released when the request
+	// ends. mustHold says the answer cannot pass through unheld (it is
+	// translated, judged or wrapped): beyond the budget it is refused
+	// (overBudget); any other held answer passes through instead, checked
+	// as it streams by check.
+	budget     *app.HeldBudget
+	reserved   int64
+	heldTotal  *int64
+	mustHold   bool
+	overBudget bool
+	check      *shapeStream
+	// declared is the upstream's Content-Length of a held answer (0 when
+	// unknown): the buffer grows to it exactly, once bytes arrive.
+	declared int64
 	// storeMax bounds the stream transcript kept for store; a longer
 	// one is not handed over.
 	storeMax int
@@ -110,10 +127,16 @@ func (c *capture) WriteHeader(status int) {
 	case c.tr != nil || c.hold || c.validate:
 		c.mode = modeHold
 		// A declared length beyond the cap is refused before any byte
-		// is held.
+		// is held; one within it is taken from the budget at once.
 		if cl := c.header.Get("Content-Length"); cl != "" {
 			if n, err := strconv.ParseInt(cl, 10, 64); err == nil && n > c.maxBody {
 				c.tooLarge = true
+			} else if err == nil && n > 0 {
+				c.declared = n
+				if !c.reserve(n) {
+					// Nothing is held yet: this cannot fail.
+					_ = c.overflow()
+				}
 			}
 		}
 	default:
@@ -179,12 +202,25 @@ func (c *capture) Write(p []byte) (int, error) {
 		}
 		return len(p), nil
 	case modeHold:
-		if c.tooLarge || int64(c.buf.Len()+len(p)) > c.maxBody {
+		if c.overBudget {
+			return 0, errHeldBudget
+		}
+		need := c.buf.Len() + len(p)
+		if c.tooLarge || int64(need) > c.maxBody {
 			// Stop reading: send aborts the upstream body, and
 			// the memory goes back at once.
 			c.tooLarge = true
 			c.buf = bytes.Buffer{}
+			c.releaseOwn()
 			return 0, errResponseTooLarge
+		}
+		if need > c.buf.Cap() {
+			if !c.grow(need) {
+				if err := c.overflow(); err != nil {
+					return 0, err
+				}
+				return c.Write(p)
+			}
 		}
 		return c.buf.Write(p)
 	case modeConvert:
@@ -192,6 +228,13 @@ func (c *capture) Write(p []byte) (int, error) {
 		return c.conv.Write(p)
 	}
 	c.wrote = true
+	if c.check != nil {
+		if _, err := c.check.Write(p); err != nil {
+			// Not one byte of the invalid part reaches the client:
+			// send stops, and the connection is broken.
+			return 0, err
+		}
+	}
 	if c.tee != nil {
 		c.teeWrite(p)
 	}
@@ -223,6 +266,10 @@ func (c *capture) finish() error {
 	case c.sse != nil:
 		err := c.sse.Flush()
 		c.usage = c.sse.usage
+		return err
+	case c.check != nil:
+		usage, err := c.check.Close()
+		c.usage = usage
 		return err
 	case c.tee != nil && !c.teeFull:
 		c.usage = usageFromBody(c.tee.Bytes())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 )
@@ -28,6 +29,13 @@ type executor struct {
 	guards *guardSession
 	// attempts counts the upstream calls made, for the trace spans.
 	attempts int
+	// budget bounds the bytes of answers held by all requests
+	// (heldbudget.go); heldBytes is what this request's attempts took of it,
+	// given back by releaseHeld when the request ends. A nil budget
+	// (the semantic cache's embedding calls, bounded by answerLimit)
+	// admits everything.
+	budget    *app.HeldBudget
+	heldBytes int64
 }
 
 // maxBody bounds an answer the attempt holds.

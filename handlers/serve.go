@@ -114,7 +114,9 @@ func (g *Gateway) serve(r *http.Request, f *flight) error {
 // run executes the plan and writes the final answer when no attempt has
 // written it yet.
 func (g *Gateway) run(r *http.Request, q *Request, st *Stages, f *flight) error {
-	ex := &executor{g: g, q: q, r: r, out: &f.out}
+	ex := &executor{g: g, q: q, r: r, out: &f.out, budget: g.app.HeldBudget()}
+	// Held answers count against the budget until written below.
+	defer ex.releaseHeld()
 	ex.holdSuccess = q.Envelope || (st != nil && hasSync(st.After))
 	rq := &routing.Request{Metadata: q.RouteHeader.Metadata, MetadataRaw: q.RouteHeader.MetadataRaw, Params: q.Call.Body, Path: q.URLPath}
 	var exec routing.Executor = withCache(ex, g.cache)
