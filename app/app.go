@@ -60,8 +60,6 @@ type App struct {
 	costCatalog
 	// heldState adds "max_held_bytes" (held.go).
 	heldState
-	// heldState adds "max_held_bytes" (held.go).
-	heldState
 	// admissions holds the llm_ratelimit stages managed batch lines pass
 	// (admission.go).
 	admissions *admissions
@@ -118,9 +116,6 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	a.provisionResponses()
-	if err := a.provisionHeld(); err != nil {
-		return err
-	}
 	if err := a.provisionHeld(); err != nil {
 		return err
 	}
