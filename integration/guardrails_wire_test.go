@@ -133,8 +133,10 @@ func TestGuardrailsVerdicts(t *testing.T) {
 		{"fail without deny", `"before_request_hooks":[{"id":"h",` + check + `}]`, 246, 1, false},
 		{"on_fail deny false", `"before_request_hooks":[{"id":"h","on_fail":{"deny":false},` + check + `}]`, 246, 1, false},
 		{"pass", `"input_guardrails":[{"default.wordCount":{"minWords":1,"maxWords":10},"deny":true}]`, 200, 1, true},
-		{"erroring check passes", `"input_guardrails":[{"default.wordCount":{"minWords":"x"},"deny":true}]`, 200, 1, true},
-		{"failOnError", `"input_guardrails":[{"default.wordCount":{"minWords":"x","failOnError":true},"deny":true}]`, 446, 0, false},
+		// modelRules errors when no rule matches the request's metadata
+		// (bad parameters are refused with a 400 instead).
+		{"erroring check passes", `"input_guardrails":[{"default.modelRules":{"rules":{"metadata":{"team":{"a":["x"]}}}},"deny":true}]`, 200, 1, true},
+		{"failOnError", `"input_guardrails":[{"default.modelRules":{"rules":{"metadata":{"team":{"a":["x"]}}},"failOnError":true},"deny":true}]`, 446, 0, false},
 		{"output deny", `"output_guardrails":[{"default.contains":{"words":["Hello"],"operator":"none"},"deny":true}]`, 446, 1, false},
 		{"output fail", `"output_guardrails":[{"default.contains":{"words":["Hello"],"operator":"none"}}]`, 246, 1, false},
 		{"output pass", `"after_request_hooks":[{"id":"o","checks":[{"id":"default.endsWith","parameters":{"suffix":"!"}}]}]`, 200, 1, true},
@@ -214,7 +216,7 @@ func TestGuardrailsFeedback(t *testing.T) {
 	up := newFakeOpenAI(t)
 	loadFresh(t, site{})
 	checks := `"checks":[{"id":"default.wordCount","parameters":{"minWords":1,"maxWords":5}},` +
-		`{"id":"default.regexMatch","parameters":{"rule":"%s"}},{"id":"default.characterCount","parameters":{}}]`
+		`{"id":"default.regexMatch","parameters":{"rule":"%s"}},{"id":"default.modelRules","parameters":{"rules":{"metadata":{"team":{"a":["x"]}}}}}]`
 	fb := `"on_fail":{"feedback":{"value":-5,"weight":2,"metadata":{"team":"a"}}},"on_success":{"feedback":{"value":5,"weight":1}}`
 	cases := []struct {
 		name                      string
@@ -222,8 +224,8 @@ func TestGuardrailsFeedback(t *testing.T) {
 		value, weight             float64
 		ok, failed, errored, team string
 	}{
-		{"failing", "bye", -5, 2, "default.wordCount", "default.regexMatch", "default.characterCount", "a"},
-		{"passing", "hi", 5, 1, "default.wordCount, default.regexMatch", "", "default.characterCount", ""},
+		{"failing", "bye", -5, 2, "default.wordCount", "default.regexMatch", "default.modelRules", "a"},
+		{"passing", "hi", 5, 1, "default.wordCount, default.regexMatch", "", "default.modelRules", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -245,7 +247,7 @@ func TestGuardrailsFeedback(t *testing.T) {
 				t.Fatalf("team = %v", md["team"])
 			}
 			line := logLineFor(t, "guard-fb-"+tc.name)
-			if !strings.Contains(line, `"feedback":{"value":`) || !strings.Contains(line, `"erroredChecks":"default.characterCount"`) {
+			if !strings.Contains(line, `"feedback":{"value":`) || !strings.Contains(line, `"erroredChecks":"default.modelRules"`) {
 				t.Fatalf("log line lacks the feedback: %s", line)
 			}
 		})
