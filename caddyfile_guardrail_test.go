@@ -57,24 +57,39 @@ func TestCaddyfileGuardrail(t *testing.T) {
 	}
 }
 
-// TestGuardrailLoadFailure loads a real config: a saved guardrail RE2
-// cannot compile fails the load, naming the guardrail and the field.
+// TestGuardrailLoadFailure loads real configs: a saved guardrail RE2
+// cannot compile, one missing a check's required parameter, and one
+// naming more checks than a stage may run fail the load, naming the
+// guardrail, the field and the rule.
 func TestGuardrailLoadFailure(t *testing.T) {
-	cfg, err := adapt(t, "{\n\tadmin off\n\tstorage file_system "+t.TempDir()+"\n\tllm {\n\t\tguardrail bad `{\"default.regexMatch\": {\"rule\": \"(?<=x)y\"}}`\n\t}\n}\n")
-	if err != nil {
-		t.Fatal(err)
+	many := strings.Repeat(`{"id": "default.notNull"}, `, 32) + `{"id": "default.notNull"}`
+	cases := []struct {
+		name, def string
+		want      []string
+	}{
+		{"RE2", `{"default.regexMatch": {"rule": "(?<=x)y"}}`, []string{`guardrail "bad"`, `["default.regexMatch"]`, "RE2"}},
+		{"missing parameter", `{"default.wordCount": {"minWords": 1}, "deny": true}`, []string{`guardrail "bad"`, `["default.wordCount"]`, `missing required parameter "maxWords"`}},
+		{"too many checks", `{"checks": [` + many + `]}`, []string{`guardrail "bad"`, "33 checks", "at most 32"}},
 	}
-	if !json.Valid(cfg) {
-		t.Fatalf("adapted config %s", cfg)
-	}
-	err = caddy.Load(cfg, true)
-	if err == nil {
-		_ = caddy.Stop()
-		t.Fatal("the config loaded")
-	}
-	for _, w := range []string{`guardrail "bad"`, `["default.regexMatch"]`, "RE2"} {
-		if !strings.Contains(err.Error(), w) {
-			t.Fatalf("error %q lacks %q", err, w)
-		}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := adapt(t, "{\n\tadmin off\n\tstorage file_system "+t.TempDir()+"\n\tllm {\n\t\tguardrail bad `"+tc.def+"`\n\t}\n}\n")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !json.Valid(cfg) {
+				t.Fatalf("adapted config %s", cfg)
+			}
+			err = caddy.Load(cfg, true)
+			if err == nil {
+				_ = caddy.Stop()
+				t.Fatal("the config loaded")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Fatalf("error %q lacks %q", err, w)
+				}
+			}
+		})
 	}
 }
