@@ -210,3 +210,41 @@ func TestHardening3HeldBudget(t *testing.T) {
 		}
 	})
 }
+
+// TestHardening3ReplayLimit: previous_response_id replays at most the
+// documented 8 MiB of stored items. A 30 MB stored turn (one answer of a
+// translated target) is then a 400 naming the limit for each of four
+// 5-byte requests continuing it, and no provider is called for them.
+func TestHardening3ReplayLimit(t *testing.T) {
+	text := strings.Repeat("y", 30<<20)
+	up := newFakeOpenAI(t)
+	up.Hook = func(w http.ResponseWriter, _ *http.Request, _ []byte) bool {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"%s"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`, text)
+		return true
+	}
+	loadFresh(t, site{})
+	hdr := []string{"x-gateway-provider", "together-ai", "x-gateway-custom-host", up.URL + "/v1", "Authorization", "Bearer sk-test-provider"}
+	resp, raw := do(t, "POST", "/responses", []byte(`{"model":"m","input":"hi"}`), hdr...)
+	id := gjson.GetBytes(raw, "id").String()
+	if resp.StatusCode != 200 || !strings.HasPrefix(id, "resp_") {
+		t.Fatalf("first turn: status %d body %.300s", resp.StatusCode, raw)
+	}
+	calls := up.count()
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, raw := do(t, "POST", "/responses", []byte(`{"model":"m","input":"again","previous_response_id":"`+id+`"}`), hdr...)
+			if resp.StatusCode != 400 || gjson.GetBytes(raw, "error.code").String() != "replay_too_large" ||
+				gjson.GetBytes(raw, "error.param").String() != "previous_response_id" || !strings.Contains(string(raw), "8388608 bytes") || len(raw) > 1000 {
+				t.Errorf("status %d body %.300s", resp.StatusCode, raw)
+			}
+		}()
+	}
+	wg.Wait()
+	if up.count() != calls {
+		t.Fatalf("%d provider calls for replays beyond the limit", up.count()-calls)
+	}
+}
