@@ -41,7 +41,7 @@ func (e *Engine) assemble(j *job) (asm assembled, ok bool) {
 	if !ok {
 		return asm, false
 	}
-	var outKeys, errKeys, overflow []string
+	var outKeys, errKeys []string
 	for _, k := range keys {
 		if isOutPart(k) {
 			outKeys = append(outKeys, k)
@@ -49,19 +49,30 @@ func (e *Engine) assemble(j *job) (asm assembled, ok bool) {
 			errKeys = append(errKeys, k)
 		}
 	}
+	// overflow is the output that did not fit: parts from the first
+	// one cut, starting at byte from of it.
+	var (
+		overflow []string
+		from     int
+	)
 	limit := e.cfg.Files.MaxBytes()
 	if len(outKeys) > 0 {
 		var total int64
 		f, err := e.createFile(ws, id, "output", func() io.Reader {
-			asm.outLines, total, overflow = 0, 0, nil
+			asm.outLines, total, overflow, from = 0, 0, nil, 0
 			return files.NewChunkReader(len(outKeys), func(i int) ([]byte, error) {
 				b, ok := e.loadPart(id, outKeys[i])
 				if !ok {
 					return nil, errStopped
 				}
-				if len(overflow) > 0 || total+int64(len(b)) > limit {
+				if len(overflow) > 0 {
 					overflow = append(overflow, outKeys[i])
 					return nil, nil
+				}
+				if total+int64(len(b)) > limit {
+					// Whole lines up to the limit stay in the output.
+					fit := fitLines(b, limit-total)
+					overflow, from, b = []string{outKeys[i]}, fit, b[:fit]
 				}
 				total += int64(len(b))
 				asm.outLines += bytes.Count(b, []byte("\n"))
@@ -73,7 +84,7 @@ func (e *Engine) assemble(j *job) (asm assembled, ok bool) {
 			return asm, false
 		case err != nil:
 			e.cfg.Logger.Error("batch: storing the output file", zap.String("batch_id", id), zap.Error(err))
-			asm.outLines, overflow = 0, outKeys
+			asm.outLines, overflow, from = 0, outKeys, 0
 		case asm.outLines == 0:
 			_ = e.deleteFile(ws, f.ID)
 		default:
@@ -92,6 +103,9 @@ func (e *Engine) assemble(j *job) (asm assembled, ok bool) {
 				b, ok := e.loadPart(id, all[i])
 				if !ok {
 					return nil, errStopped
+				}
+				if i == len(errKeys) {
+					b = b[min(from, len(b)):]
 				}
 				if i >= len(errKeys) {
 					b = asErrors(b, tooLarge)
@@ -115,6 +129,18 @@ func (e *Engine) assemble(j *job) (asm assembled, ok bool) {
 		}
 	}
 	return asm, true
+}
+
+// fitLines returns the length of the longest prefix of b made of whole
+// lines that is at most room bytes.
+func fitLines(b []byte, room int64) int {
+	if room <= 0 {
+		return 0
+	}
+	if int64(len(b)) > room {
+		b = b[:room]
+	}
+	return bytes.LastIndexByte(b, '\n') + 1
 }
 
 // asErrors turns the output lines of part into error lines of why,
