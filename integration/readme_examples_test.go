@@ -71,8 +71,8 @@ func readmeBlocks(t *testing.T) []readmeBlock {
 // that runs offline against the quick start's gateway (examples/Caddyfile
 // run by the binary built from this tree) and a local OpenAI-format fake
 // standing for OpenAI and Ollama (see startExampleGateway). The only
-// rewrites are the addresses: localhost:8787 becomes the gateway's port
-// and 127.0.0.1:11434 the fake's. curl fails on any non-2xx answer here
+// rewrites are the addresses: localhost:8787 and localhost:2019 become the
+// gateway's ports and 127.0.0.1:11434 the fake's. curl fails on any non-2xx answer here
 // (--fail-with-body), so an example that answers an error fails the test.
 // Blocks marked `<!-- readme-test: skip (reason) -->` are listed, not run;
 // Python blocks run only when python3 can import openai (pip cannot reach
@@ -83,6 +83,7 @@ func TestReadmeExamples(t *testing.T) {
 	rewrite := strings.NewReplacer(
 		"localhost:8787", fmt.Sprintf("localhost:%d", g.port),
 		"127.0.0.1:11434", g.fakeHost,
+		"localhost:2019", fmt.Sprintf("localhost:%d", g.adminPort),
 	)
 	hasPythonOpenAI := exec.Command("python3", "-c", "import openai").Run() == nil
 	ran := 0
@@ -104,7 +105,9 @@ func TestReadmeExamples(t *testing.T) {
 				runReadmeShell(t, src)
 			case "python":
 				if !hasPythonOpenAI {
-					t.Skip("python3 cannot import openai (pip install openai to run it)")
+					// Still compiled, so a syntax error fails here.
+					runReadmeCommand(t, t.TempDir(), nil, "python3", "-c", "import sys; compile(sys.argv[1], 'README', 'exec')", src)
+					t.Skip("python3 cannot import openai (pip install openai to run it); compiled only")
 				}
 				runReadmeCommand(t, t.TempDir(), nil, "python3", "-c", src)
 			case "go":
