@@ -1,17 +1,13 @@
 package ratelimit
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/tidwall/gjson"
-
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
@@ -19,7 +15,6 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/prompts"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 )
 
@@ -269,68 +264,6 @@ func (q *request) headers() *ingress.Headers {
 		}
 	}
 	return q.hdr
-}
-
-// readBody reads a JSON body (bounded) for the model and the token
-// estimate and shares it with llm_gateway, so it is read once. Non-JSON
-// bodies (multipart audio, images) are not read: their size says nothing
-// about tokens and the model is in a form field. A body above the bound is
-// put back untouched for the gateway to reject.
-func (h *Handler) readBody(q *request) {
-	q.bodyDone = true
-	q.attrs.Pending &^= policies.PendingModel
-	r := q.r
-	if b, ok := ingress.Body(r); ok {
-		q.body, q.size = b, int64(len(b))
-	} else if r.Body != nil && r.Body != http.NoBody && jsonBody(r) {
-		if r.ContentLength > h.MaxRequestBody {
-			q.size = r.ContentLength
-		} else {
-			b, err := io.ReadAll(io.LimitReader(r.Body, h.MaxRequestBody+1))
-			q.size = int64(len(b))
-			if err != nil || q.size > h.MaxRequestBody {
-				// Hand the gateway the same stream it would have had, so
-				// it reports the read error or the size itself.
-				r.Body = struct {
-					io.Reader
-					io.Closer
-				}{io.MultiReader(bytes.NewReader(b), r.Body), r.Body}
-			} else {
-				q.body = b
-				r.Body = io.NopCloser(bytes.NewReader(b))
-				ingress.SetBody(r, b)
-			}
-		}
-	}
-	if len(q.body) > 0 {
-		q.attrs.Model = gjson.GetBytes(q.body, "model").String()
-	}
-}
-
-// jsonBody reports whether the request's body is JSON: not on the
-// operations whose bodies are multipart forms, and with a JSON
-// Content-Type.
-func jsonBody(r *http.Request) bool {
-	if path, ok := strings.CutPrefix(r.URL.Path, "/v1"); ok {
-		switch providers.OperationFor(r.Method, path) {
-		case providers.OpTranscriptions, providers.OpTranslations:
-			return false
-		}
-	}
-	return isJSON(r.Header.Get("Content-Type"))
-}
-
-// isJSON reports whether a Content-Type is JSON; an absent one is taken as
-// JSON, as the gateway does for its JSON operations.
-func isJSON(ct string) bool {
-	if ct == "" {
-		return true
-	}
-	if i := strings.IndexByte(ct, ';'); i >= 0 {
-		ct = ct[:i]
-	}
-	ct = strings.TrimSpace(strings.ToLower(ct))
-	return ct == "application/json" || strings.HasSuffix(ct, "+json")
 }
 
 // consume admits the request against every matched policy, all or

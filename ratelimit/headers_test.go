@@ -154,17 +154,6 @@ func TestThrottle(t *testing.T) {
 	}
 }
 
-func TestIsJSON(t *testing.T) {
-	for ct, want := range map[string]bool{
-		"": true, "application/json": true, "Application/JSON; charset=utf-8": true, "application/vnd.api+json": true,
-		"multipart/form-data; boundary=x": false, "text/plain": false,
-	} {
-		if got := isJSON(ct); got != want {
-			t.Errorf("isJSON(%q) = %v", ct, got)
-		}
-	}
-}
-
 func TestOutage(t *testing.T) {
 	var o outage
 	if o.failFast() {
