@@ -53,7 +53,7 @@ func TestRunnerPerRoute(t *testing.T) {
 	}
 	withdrawB2()
 	got = e.wait(t, e.engine, e.create(t, e.engine, file, nil).ID, StatusCompleted)
-	if b1.calls.Load() != 4 {
+	if l := e.fileLines(t, got.OutputFileID); b1.calls.Load() != 4 || l[0].Get("response.body.route").Str != "b1" {
 		t.Fatalf("after the newest withdrew: b1 ran %d lines", b1.calls.Load())
 	}
 	// The route goes away while the batch runs.
