@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
@@ -15,7 +17,6 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/prompts"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
 // grant is one policy's admission of a request.
