@@ -60,3 +60,29 @@ func TestPageBatches(t *testing.T) {
 		}
 	}
 }
+
+// TestRouteKey: a managed batch's route is known across reloads by its
+// llm_gateway block; routes that differ in any option (the egress policy
+// above all) have different keys.
+func TestRouteKey(t *testing.T) {
+	key := func(g *Gateway) string {
+		k, err := routeKey(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	public := key(&Gateway{MaxRequestBody: DefaultMaxRequestBody})
+	if again := key(&Gateway{MaxRequestBody: DefaultMaxRequestBody, routeKey: "ignored"}); again != public {
+		t.Fatalf("same block, keys %s and %s", public, again)
+	}
+	for name, g := range map[string]*Gateway{
+		"egress":    {MaxRequestBody: DefaultMaxRequestBody, CustomHostAllow: []string{"loopback"}},
+		"transport": {MaxRequestBody: DefaultMaxRequestBody, Transport: []byte(`{"dial_timeout":"1s"}`)},
+		"limit":     {MaxRequestBody: 1 << 20},
+	} {
+		if key(g) == public {
+			t.Errorf("%s: a different block has the same key", name)
+		}
+	}
+}
