@@ -209,7 +209,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		a.configs[id] = body
 		models = append(models, observe.ModelsInConfig(body)...)
 	}
-	observe.SetConfiguredModels(models)
+	// The price catalog's names keep their metric label too; every other
+	// model a client names is "_other".
+	observe.SetConfiguredModels(append(models, a.Prices().Models()...))
 	return a.provisionPrompts(ctx)
 }
 

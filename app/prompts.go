@@ -8,6 +8,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/prompts"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
@@ -39,6 +40,14 @@ func (a *App) provisionPrompts(ctx caddy.Context) error {
 			return err
 		}
 	}
+	// The models of prompt files keep their own metric label.
+	var models []string
+	for _, p := range files {
+		for _, v := range p.Versions {
+			models = append(models, v.Model)
+		}
+	}
+	observe.AllowModels(models...)
 	var store prompts.Store = prompts.NewStorageStore(a.storage, "")
 	if a.redis != nil {
 		store = prompts.NewRedisStore(a.redis, "")

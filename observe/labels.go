@@ -14,22 +14,28 @@ import (
 // Label bounds. Every metric series costs memory in the gateway and in the
 // Prometheus that scrapes it, and model names and workspaces come from
 // clients: a client sending made-up model names to a custom host would
-// otherwise add about 30 series per name. So such label values come from a
+// otherwise add about 50 series per name. So such label values come from a
 // bounded set (LabelSet):
 //
-//   - every value named in the configuration (override_params.model in
-//     saved configs, deployment aliases of virtual keys, the workspaces of
-//     gateway keys), replaced on each load;
-//   - the first MaxSeenModels other distinct values seen;
-//   - OtherLabel for everything after that, and for values longer than
+//   - models: the names the configuration gives (override_params.model in
+//     saved configs, deployment aliases of virtual keys, the models of
+//     prompt files) and the price catalog's model names, replaced on each
+//     load; no client-chosen name ever gets its own value, since the first
+//     names seen would otherwise be whatever a client sent first;
+//   - workspaces: those of the configured gateway keys, plus the first
+//     MaxSeenWorkspaces others seen;
+//   - OtherLabel for everything else, and for values longer than
 //     MaxLabelBytes or not valid UTF-8.
 //
 // The sets live with the collectors, for the life of the process, so a
 // config reload neither resets them nor lets them grow past their bound.
 const (
-	// MaxSeenModels is how many distinct unconfigured values of a label
-	// get their own label value.
-	MaxSeenModels = 100
+	// MaxSeenModels is how many distinct unconfigured, unpriced model
+	// names get their own label value: none.
+	MaxSeenModels = 0
+	// MaxSeenWorkspaces is how many distinct unconfigured workspaces get
+	// their own label value.
+	MaxSeenWorkspaces = 100
 	// MaxLabelBytes is the longest label value kept; longer values count
 	// as OtherLabel.
 	MaxLabelBytes = 128
@@ -97,6 +103,9 @@ func (s *LabelSet) Bound(v string) string {
 			return v
 		}
 	}
+	if s.max == 0 {
+		return OtherLabel // the usual case for models: one map lookup
+	}
 	s.mu.RLock()
 	_, ok := s.seen[v]
 	full := len(s.seen) >= s.max
@@ -129,18 +138,29 @@ func truncLabel(v string) string {
 }
 
 // Models and Workspaces are the process's bounds of the model and
-// workspace labels, used by every metric that carries them.
+// workspace labels, used by every metric that carries them. They sit
+// beside the collectors they bound, which are process-wide too (see
+// metrics.go): a reload replaces their configured values.
 var (
 	Models     = NewLabelSet(MaxSeenModels)
-	Workspaces = NewLabelSet(MaxSeenModels)
+	Workspaces = NewLabelSet(MaxSeenWorkspaces)
 )
 
 // defaultBounds applies Models and Workspaces.
 var defaultBounds = &LabelBounds{Model: Models, Workspace: Workspaces}
 
-// SetConfiguredModels declares the models named in the configuration; they
-// always keep their own label value. The llm app calls it on each load.
+// SetConfiguredModels declares the models the configuration names and the
+// price catalog's model names: they, and only they, keep their own label
+// value. The llm app calls it on each load; AllowModels adds to the set.
 func SetConfiguredModels(names []string) { Models.SetConfigured(names) }
+
+// AllowModels adds model names to those SetConfiguredModels declared, for
+// parts of the configuration loaded after it (prompt files).
+func AllowModels(names ...string) {
+	if len(names) > 0 {
+		Models.Allow(names...)
+	}
+}
 
 // SetConfiguredWorkspaces declares the workspaces of the configured
 // gateway keys. The llm app calls it on each load.

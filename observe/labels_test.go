@@ -43,6 +43,36 @@ func TestModelLabelBound(t *testing.T) {
 	}
 }
 
+// TestModelsLabelKnownOnly checks the process's model label set: only
+// declared names (configuration and price catalog) keep their value, a
+// client's first made-up names included (before the fix the first 100
+// seen kept theirs), and the lookup allocates nothing.
+func TestModelsLabelKnownOnly(t *testing.T) {
+	old := *Models.configured.Load()
+	t.Cleanup(func() { Models.configured.Store(&old) })
+	SetConfiguredModels([]string{"configured-model", "gpt-4o-mini"})
+	AllowModels("prompt-file-model")
+	for in, want := range map[string]string{
+		"configured-model":  "configured-model",
+		"gpt-4o-mini":       "gpt-4o-mini",
+		"prompt-file-model": "prompt-file-model",
+		"made-up-1":         OtherLabel,
+		"made-up-2":         OtherLabel,
+		"":                  "",
+	} {
+		if got := Models.Bound(in); got != want {
+			t.Errorf("Models.Bound(%q) = %q, want %q", in, got, want)
+		}
+	}
+	made := strings.Clone("made-up-3")
+	if n := testing.AllocsPerRun(100, func() { _ = Models.Bound(made) }); n != 0 {
+		t.Errorf("Bound of an unknown model allocates %v times", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = Models.Bound("gpt-4o-mini") }); n != 0 {
+		t.Errorf("Bound of a known model allocates %v times", n)
+	}
+}
+
 func TestModelsInConfig(t *testing.T) {
 	cfg := `{"strategy":{"mode":"fallback"},"override_params":{"model":"top"},
 	  "targets":[{"provider":"openai","override_params":{"model":"gpt-4o"}},

@@ -17,8 +17,8 @@ import (
 // workspace id, bounded like models. Every label value comes from a
 // bounded set: operations and outcomes are enums, providers are registered
 // slugs, and model names are bounded as labels.go describes (configured
-// models, then the first MaxSeenModels seen, then "_other"); the model
-// label is also recorded only for answers a provider accepted.
+// and priced models, everything else "_other"); the model label is also
+// recorded only for answers a provider accepted.
 var (
 	requestsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "llm_gateway_requests_total",
