@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/oaiwire"
 )
 
 // bodyFieldsNotOverrides are the render/completions body fields that are
@@ -72,7 +73,7 @@ func RenderRequest(p *Prompt, v *Version, body []byte) ([]byte, error) {
 	}
 	if model != "" {
 		out = append(out, `,"model":`...)
-		out = appendJSONString(out, model)
+		out = oaiwire.AppendString(out, model)
 	}
 
 	keys := make([]string, 0, len(v.Hyperparameters)+len(fields))
@@ -93,7 +94,7 @@ func RenderRequest(p *Prompt, v *Version, body []byte) ([]byte, error) {
 			raw = v.Hyperparameters[k]
 		}
 		out = append(out, ',')
-		out = appendJSONString(out, k)
+		out = oaiwire.AppendString(out, k)
 		out = append(out, ':')
 		out = append(out, bytes.TrimSpace(raw)...)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/cbroglie/mustache"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/oaiwire"
 )
 
 // compiledMessage is a template message parsed once, when its version is
@@ -263,10 +265,10 @@ func renderMessages(buf []byte, msgs []compiledMessage, vars map[string]any) ([]
 			buf = append(buf, ',')
 		}
 		buf = append(buf, `{"role":`...)
-		buf = appendJSONString(buf, m.role)
+		buf = oaiwire.AppendString(buf, m.role)
 		if m.name != "" {
 			buf = append(buf, `,"name":`...)
-			buf = appendJSONString(buf, m.name)
+			buf = oaiwire.AppendString(buf, m.name)
 		}
 		buf = append(buf, `,"content":`...)
 		if m.parts == nil {
@@ -274,7 +276,7 @@ func renderMessages(buf []byte, msgs []compiledMessage, vars map[string]any) ([]
 			if err := m.text.FRender(&sb, vars); err != nil {
 				return nil, err
 			}
-			buf = appendJSONString(buf, sb.String())
+			buf = oaiwire.AppendString(buf, sb.String())
 			buf = append(buf, '}')
 			continue
 		}
@@ -312,43 +314,13 @@ func appendObjectWith(buf []byte, fields map[string]json.RawMessage, key, value 
 		if i > 0 {
 			buf = append(buf, ',')
 		}
-		buf = appendJSONString(buf, k)
+		buf = oaiwire.AppendString(buf, k)
 		buf = append(buf, ':')
 		if k == key {
-			buf = appendJSONString(buf, value)
+			buf = oaiwire.AppendString(buf, value)
 		} else {
 			buf = append(buf, fields[k]...)
 		}
 	}
 	return append(buf, '}')
-}
-
-// appendJSONString appends s as a JSON string. encoding/json would also
-// escape <, > and & for HTML, which a prompt must not get.
-func appendJSONString(buf []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	buf = append(buf, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		buf = append(buf, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			buf = append(buf, '\\', c)
-		case '\n':
-			buf = append(buf, '\\', 'n')
-		case '\r':
-			buf = append(buf, '\\', 'r')
-		case '\t':
-			buf = append(buf, '\\', 't')
-		default:
-			buf = append(buf, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		}
-		start = i + 1
-	}
-	buf = append(buf, s[start:]...)
-	return append(buf, '"')
 }

@@ -8,8 +8,8 @@ package anthropic
 import (
 	"net/http"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/oaiwire"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers/internal/oaiwire"
 )
 
 // Slug is the provider's name in configs and the x-gateway-provider header.

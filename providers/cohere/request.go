@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers/internal/oaiwire"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/oaiwire"
 )
 
 // request is a v2 /chat body. Only fields Cohere knows are here: it

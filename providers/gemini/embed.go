@@ -7,8 +7,8 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/oaiwire"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers/internal/oaiwire"
 )
 
 type embedRequest struct {

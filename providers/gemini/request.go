@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers/internal/oaiwire"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/oaiwire"
 )
 
 // request is a generateContent body. Only fields Gemini knows are here:

@@ -1,8 +1,3 @@
-// Package oaiwire holds what every translating provider needs from the
-// OpenAI side of the wire: the chat and embedding request shapes the
-// translators read, the response and chunk shapes they write, a
-// server-sent-event decoder for provider streams, and the error envelope.
-// It lives under providers/internal so only provider packages use it.
 package oaiwire
 
 import (
