@@ -1,6 +1,7 @@
 package jsonlimit
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/bits"
 	"unicode/utf8"
@@ -163,9 +164,180 @@ func special8(w uint64) uint64 {
 }
 
 // str reads a string's contents from i (just past the opening quote) and
-// returns the index past the closing quote. Plain ASCII goes eight bytes
-// at a time.
+// returns the index past the closing quote. Nearly every string is valid,
+// so skipStr checks it at memory speed and only a string it refuses is
+// scanned again, byte by byte, by strExact, which names the first fault
+// (ErrInvalid or ErrInvalidUTF8) exactly as a single ordered pass would.
 func str(b []byte, i int) (int, error) {
+	if end, ok := skipStr(b, i); ok {
+		return end, nil
+	}
+	return strExact(b, i)
+}
+
+// shortWords is how many plain eight-byte words skipStr reads one by one
+// before it takes the rest of a string as a run: keys, roles, model names
+// and the text between escapes end within them, and for those a call to
+// bytes.IndexByte costs more than the string.
+const shortWords = 8
+
+// skipStr reports whether the string whose contents start at i is valid
+// (closed, escapes well formed, no control byte, valid UTF-8) and returns
+// the index past its closing quote. It reads word by word up to the next
+// special byte; after shortWords plain words, or at non-ASCII text, it
+// takes the string in runs up to the next quote or backslash, which
+// bytes.IndexByte finds with vector instructions, and checks each run at
+// once (plainRun). The next quote, once found, is remembered until an
+// escape consumes it, so no byte is searched more than a fixed number of
+// times and the check stays linear whatever the escapes.
+func skipStr(b []byte, i int) (int, bool) {
+	q := -1 // the next quote at or after i, once searched for
+	for {
+		n := 0
+		for ; n < shortWords && i+8 <= len(b); n++ {
+			if sp := special8(binary.LittleEndian.Uint64(b[i:])); sp != 0 {
+				i += bits.TrailingZeros64(sp) / 8
+				break
+			}
+			i += 8
+		}
+		if n < shortWords {
+			if i >= len(b) {
+				return 0, false
+			}
+			switch c := b[i]; {
+			case c == '"':
+				return i + 1, true
+			case c == '\\':
+				// The common escapes inline: prose has one every few
+				// words, JSON held in a string every few bytes.
+				if i+1 < len(b) {
+					switch b[i+1] {
+					case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+						i += 2
+						continue
+					}
+				}
+				if i = escape(b, i); i < 0 {
+					return 0, false
+				}
+				continue
+			case c < 0x20:
+				return 0, false
+			case c < utf8.RuneSelf:
+				// Fewer than eight bytes are left: byte by byte.
+				i++
+				continue
+			}
+			// Non-ASCII text: a run, where utf8.Valid checks it.
+		}
+		if q < i {
+			k := bytes.IndexByte(b[i:], '"')
+			if k < 0 {
+				return 0, false
+			}
+			q = i + k
+		}
+		end := q
+		if k := bytes.IndexByte(b[i:q], '\\'); k >= 0 {
+			end = i + k
+		}
+		if !plainRun(b[i:end]) {
+			return 0, false
+		}
+		if end == q {
+			return q + 1, true
+		}
+		// An escape at end; `\"` consumes the quote at q, which the
+		// next run notices (q < i) and searches past.
+		if i = escape(b, end); i < 0 {
+			return 0, false
+		}
+	}
+}
+
+// escape returns the index past the escape sequence starting with the
+// backslash at i, or -1 when it is not one JSON allows.
+func escape(b []byte, i int) int {
+	if i+1 >= len(b) {
+		return -1
+	}
+	switch b[i+1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		return i + 2
+	case 'u':
+		if i+6 > len(b) || !hex4(b[i+2:i+6]) {
+			return -1
+		}
+		return i + 6
+	}
+	return -1
+}
+
+// Bytes below this are control characters, which JSON strings must
+// escape.
+const ctlLimit = ones * 0x20
+
+// plainRun reports whether s, string contents without quotes or
+// backslashes, holds no control byte and is valid UTF-8. ASCII text goes
+// 32 bytes per branch: a byte is flagged in the high bit of (w-0x20)|w
+// exactly when it is a control byte (its subtraction borrows) or not ASCII
+// (its own high bit); a borrow reaches the next byte only from a flagged
+// one, so "any flag" is exact. Text with non-ASCII bytes from there on is
+// left to textRun.
+func plainRun(s []byte) bool {
+	for len(s) >= 32 {
+		w0 := binary.LittleEndian.Uint64(s[0:8])
+		w1 := binary.LittleEndian.Uint64(s[8:16])
+		w2 := binary.LittleEndian.Uint64(s[16:24])
+		w3 := binary.LittleEndian.Uint64(s[24:32])
+		if ((w0-ctlLimit)|w0|(w1-ctlLimit)|w1|(w2-ctlLimit)|w2|(w3-ctlLimit)|w3)&highs != 0 {
+			return textRun(s)
+		}
+		s = s[32:]
+	}
+	for len(s) >= 8 {
+		w := binary.LittleEndian.Uint64(s)
+		if ((w-ctlLimit)|w)&highs != 0 {
+			return textRun(s)
+		}
+		s = s[8:]
+	}
+	for _, c := range s {
+		if c < 0x20 || c >= utf8.RuneSelf {
+			return textRun(s)
+		}
+	}
+	return true
+}
+
+// textRun is plainRun for text that is not all ASCII: no control byte
+// ((w-0x20)&^w flags a byte below 0x20, and only such a byte borrows), and
+// valid UTF-8 as utf8.Valid judges it, which is what decoding rune by
+// rune would find.
+func textRun(s []byte) bool {
+	if !utf8.Valid(s) {
+		return false
+	}
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		w := binary.LittleEndian.Uint64(s[i:])
+		if ((w-ctlLimit)&^w)&highs != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if s[i] < 0x20 {
+			return false
+		}
+	}
+	return true
+}
+
+// strExact is str for a string skipStr refused: it walks the contents
+// in order (plain ASCII eight bytes at a time) and returns the first
+// fault it meets.
+func strExact(b []byte, i int) (int, error) {
 	for {
 		for i+8 <= len(b) {
 			sp := special8(binary.LittleEndian.Uint64(b[i:]))
@@ -183,18 +355,7 @@ func str(b []byte, i int) (int, error) {
 		case c == '"':
 			return i + 1, nil
 		case c == '\\':
-			if i+1 >= len(b) {
-				return 0, ErrInvalid
-			}
-			switch b[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				if i+6 > len(b) || !hex4(b[i+2:i+6]) {
-					return 0, ErrInvalid
-				}
-				i += 6
-			default:
+			if i = escape(b, i); i < 0 {
 				return 0, ErrInvalid
 			}
 		case c < 0x20:
