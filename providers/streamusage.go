@@ -5,6 +5,8 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 )
 
 // streamUsageMember asks an OpenAI-format stream for its usage chunk.
@@ -17,11 +19,13 @@ const streamUsageMember = `"stream_options":{"include_usage":true}`
 // Without stream_options (nearly every request) the member is appended
 // before the closing brace, without re-parsing the body.
 func WithStreamUsage(body []byte) ([]byte, bool) {
-	so := gjson.GetBytes(body, "stream_options")
-	if so.Get("include_usage").Bool() {
+	// jsonlimit.Member skips the prompt with a vector search where
+	// gjson would walk it byte by byte.
+	so, found := jsonlimit.Member(body, "stream_options")
+	if found && gjson.GetBytes(so, "include_usage").Bool() {
 		return body, false
 	}
-	if !so.Exists() {
+	if !found {
 		// The last '}' of a valid JSON object is its closing brace:
 		// only white space may follow it.
 		if end := bytes.LastIndexByte(body, '}'); end > 0 {
