@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/tidwall/gjson"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
@@ -26,18 +27,18 @@ import (
 // merged GET /v1/batches reads (one provider page, OpenAI's maximum).
 const maxProviderBatches = 100
 
-// serveJobs routes the files, batches and fine-tuning APIs of an
-// authenticated request: it checks job requests before any provider call,
-// answers what the gateway keeps (its file store, managed batches) and
-// reports done; anything else (provider files, provider batches,
-// fine-tuning) continues down the pipeline and is passed through.
-func (g *Gateway) serveJobs(r *http.Request, q *Request, f *flight) (bool, error) {
+// localJobs answers the files, batches and fine-tuning APIs of an
+// authenticated request: it checks job requests before any provider
+// call, and answers what the gateway keeps (its file store, managed
+// batches, the merged batch list); anything else (provider files,
+// provider batches, fine-tuning) is not local and is passed through.
+func (g *Gateway) localJobs(r *http.Request, q *Request) (*localAnswer, error) {
 	area, rest := jobArea(q.Call.Path)
-	if area == "" || r.Context().Value(providerJobsKey{}) != nil {
-		return false, nil
+	if area == "" {
+		return nil, nil
 	}
 	if err := jobs.Check(r.Method, q.URLPath, r.URL.Query(), q.Call.Body); err != nil {
-		return false, err
+		return nil, err
 	}
 	slug, planErr := g.jobProvider(q)
 	id, _, _ := strings.Cut(rest, "/")
@@ -45,21 +46,20 @@ func (g *Gateway) serveJobs(r *http.Request, q *Request, f *flight) (bool, error
 	switch area {
 	case "fine_tuning":
 		if planErr != nil {
-			return false, planErr
+			return nil, planErr
 		}
 		if slug == "" {
-			return false, apierror.BadRequest("provider", "fine-tuning jobs need a single provider target: name it with the %sprovider header, a virtual key or a one-target config", ingress.Prefix).WithCode("unsupported_provider")
+			return nil, apierror.BadRequest("provider", "fine-tuning jobs need a single provider target: name it with the %sprovider header, a virtual key or a one-target config", ingress.Prefix).WithCode("unsupported_provider")
 		}
-		return false, jobs.CheckFineTuningProvider(slug)
+		return nil, jobs.CheckFineTuningProvider(slug)
 	case "files":
 		local := files.IsGatewayID(id) || (id == "" && !jobs.ProviderHasFilesAPI(slug))
 		if !local {
-			return false, nil
+			return nil, nil
 		}
-		g.control(r, q, f, "files", func(w http.ResponseWriter, r *http.Request) {
+		return jobAnswer(r, q, "files", func(w http.ResponseWriter, r *http.Request) {
 			g.app.Files().ServeFiles(w, r, ws)
-		})
-		return true, nil
+		}), nil
 	}
 	caller := batches.Caller{Name: q.Identity.Name, WorkspaceID: ws, OrganisationID: q.Identity.OrganisationID, Route: g.routeKey}
 	// The llm_ratelimit stage that admitted this request, if any: a
@@ -69,19 +69,18 @@ func (g *Gateway) serveJobs(r *http.Request, q *Request, f *flight) (bool, error
 	switch {
 	case id == "" && r.Method == http.MethodPost:
 		if slug != "" && !batches.UseManaged(slug, q.Call.Body) {
-			return false, nil
+			return nil, nil
 		}
 	case id == "" && r.Method == http.MethodGet:
 		if jobs.ProviderHasBatchAPI(slug) {
-			return true, g.mergedBatchList(r, q, f, caller)
+			return g.mergedBatchList(r, q, caller)
 		}
 	case !batches.IsManagedID(id):
-		return false, nil
+		return nil, nil
 	}
-	g.control(r, q, f, "batches", func(w http.ResponseWriter, r *http.Request) {
+	return jobAnswer(r, q, "batches", func(w http.ResponseWriter, r *http.Request) {
 		eng.ServeBatches(w, r, caller, q.Call.Body)
-	})
-	return true, nil
+	}), nil
 }
 
 // jobArea splits a path after /v1 into its job API ("files", "batches",
@@ -112,51 +111,41 @@ func (g *Gateway) jobProvider(q *Request) (string, error) {
 	return p.Leaves[0].Settings.Provider, nil
 }
 
-// control answers a request the gateway serves itself, through the
-// responder's control-plane path; r's body is the one already read.
-func (g *Gateway) control(r *http.Request, q *Request, f *flight, op string, serve func(http.ResponseWriter, *http.Request)) {
-	f.entry.Operation = providers.Operation(op)
-	r2 := r.Clone(r.Context())
-	r2.Body = io.NopCloser(bytes.NewReader(q.Call.Body))
-	r2.ContentLength = int64(len(q.Call.Body))
-	f.entry.Status = f.out.control(func(w http.ResponseWriter) { serve(w, r2) })
+// jobAnswer is the local answer of a job API's handler; the request it
+// serves carries the body parse already read.
+func jobAnswer(r *http.Request, q *Request, op providers.Operation, serve func(http.ResponseWriter, *http.Request)) *localAnswer {
+	return &localAnswer{op: op, serve: func(w http.ResponseWriter) {
+		r2 := r.Clone(r.Context())
+		r2.Body = io.NopCloser(bytes.NewReader(q.Call.Body))
+		r2.ContentLength = int64(len(q.Call.Body))
+		serve(w, r2)
+	}}
 }
-
-// providerJobsKey marks a request Run sends to the provider's own job
-// API, which serveJobs must not route again.
-type providerJobsKey struct{}
 
 // mergedBatchList answers GET /v1/batches for a provider with a batch
 // API: the caller's managed batches and the provider's newest
 // maxProviderBatches, newest first, paged by after and limit.
-func (g *Gateway) mergedBatchList(r *http.Request, q *Request, f *flight, caller batches.Caller) error {
+func (g *Gateway) mergedBatchList(r *http.Request, q *Request, caller batches.Caller) (*localAnswer, error) {
 	query := r.URL.Query()
 	limit, err := jobs.BatchListLimit(query)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	all, err := g.app.Batches().All(r.Context(), caller.WorkspaceID)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	res, err := g.providerBatchList(r, q)
+	if err != nil {
+		return nil, apierror.New(http.StatusBadGateway, apierror.TypeUpstream, "the provider's batch list broke off")
+	}
+	if res.status/100 != 2 {
+		// The provider's error is the answer, as a pass-through would be.
+		h := http.Header{"Content-Type": {res.header.Get("Content-Type")}}
+		return &localAnswer{op: "batches", held: &heldAnswer{status: res.status, header: h, body: res.body.Bytes()}}, nil
 	}
 	raw := make(map[*batches.Batch]json.RawMessage)
-	in := &Input{Method: http.MethodGet, Path: "/v1/batches?limit=" + strconv.Itoa(maxProviderBatches),
-		Header: plainHeader(q.ClientHeader), Identity: q.Identity}
-	ctx := context.WithValue(r.Context(), providerJobsKey{}, true)
-	res, err := g.Run(ctx, in)
-	if err != nil {
-		return apierror.New(http.StatusBadGateway, apierror.TypeUpstream, "the provider's batch list broke off")
-	}
-	if res.Status/100 != 2 {
-		// The provider's error is the answer, as a pass-through would be.
-		g.control(r, q, f, "batches", func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", res.Header.Get("Content-Type"))
-			w.WriteHeader(res.Status)
-			_, _ = w.Write(res.Body)
-		})
-		return nil
-	}
-	for _, item := range gjson.GetBytes(res.Body, "data").Array() {
+	for _, item := range gjson.GetBytes(res.body.Bytes(), "data").Array() {
 		b := &batches.Batch{}
 		if json.Unmarshal([]byte(item.Raw), b) != nil || b.ID == "" {
 			continue
@@ -180,15 +169,41 @@ func (g *Gateway) mergedBatchList(r *http.Request, q *Request, f *flight, caller
 		HasMore bool              `json:"has_more"`
 	}{"list", data, page.FirstID, page.LastID, page.HasMore})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	g.control(r, q, f, "batches", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(body)
-	})
-	return nil
+	h := http.Header{"Content-Type": {"application/json"}}
+	return &localAnswer{op: "batches", held: &heldAnswer{status: http.StatusOK, header: h, body: body}}, nil
+}
+
+// providerBatchList asks the provider q routes to for its newest
+// maxProviderBatches batches: q's route (its plan, headers and caller)
+// with the call GET /v1/batches, run through plan and run directly, so
+// it is a provider call and never this local answer again. It is logged
+// as a request of its own; its answer is held in memory, uncompressed.
+func (g *Gateway) providerBatchList(r *http.Request, q *Request) (*memoryWriter, error) {
+	w := &memoryWriter{header: make(http.Header), max: g.MaxResponseBody}
+	r2 := r.Clone(r.Context())
+	r2.Method, r2.URL.Path, r2.URL.RawQuery = http.MethodGet, "/v1/batches", "limit="+strconv.Itoa(maxProviderBatches)
+	r2.Header = plainHeader(q.ClientHeader)
+	r2.Body, r2.ContentLength = http.NoBody, 0
+	// Variables, placeholders and log fields of its own, not the
+	// client's request's.
+	r2 = caddyhttp.PrepareRequest(r2, caddy.NewReplacer(), w, &caddyhttp.Server{})
+	q2 := &Request{Header: q.Header, RouteHeader: q.RouteHeader, Identity: q.Identity, URLPath: r2.URL.Path, ClientHeader: r2.Header, Plan: q.Plan}
+	q2.Call = providers.Call{Op: providers.OpProxy, Method: r2.Method, Path: "/batches", RawQuery: r2.URL.RawQuery, Header: r2.Header}
+	f := g.startFlight(w, r2)
+	f.setHeader(q.Header)
+	f.q = q2
+	f.entry.KeyName, f.entry.Workspace, f.entry.Organisation = q.Identity.Name, q.Identity.WorkspaceID, q.Identity.OrganisationID
+	f.entry.Operation, f.entry.Path = q2.Call.Op, q2.Call.Path
+	g.endFlight(r2, f, g.route(r2, q2, f))
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	if (f.res != nil && f.res.abort) || w.overflow {
+		return w, ErrIncomplete
+	}
+	return w, nil
 }
 
 // pageBatches returns the page of sorted bs after the batch after (from

@@ -10,7 +10,6 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/prompts"
@@ -86,9 +85,8 @@ func (q *Request) bodyFor(t *routing.Target) (targetBody, error) {
 }
 
 // parse reads everything the pipeline needs from r: the gateway headers,
-// the caller's identity, the call and its body. It returns a nil Request
-// (and no error) when the request was a control-plane call, already
-// answered by out.
+// the caller's identity, the call and its body. It writes nothing to the
+// client: what the gateway answers itself is decided next (local.go).
 func (g *Gateway) parse(r *http.Request, f *flight) (*Request, error) {
 	hdr, err := ingress.Parse(r.Header)
 	f.setHeader(hdr)
@@ -131,13 +129,6 @@ func (g *Gateway) parse(r *http.Request, f *flight) (*Request, error) {
 		}
 		f.entry.Operation, f.entry.Model, f.entry.Stream = providers.OpChat, c.Model, c.Stream
 		return q, nil
-	}
-	if controlplane.Owns(r.URL.Path) {
-		f.entry.Operation = "control"
-		f.entry.Status = f.out.control(func(w http.ResponseWriter) {
-			controlplane.Serve(w, r, &controlplane.Caller{Identity: id, App: g.app, Body: c.Body})
-		})
-		return nil, nil
 	}
 	if err := inspectBody(r, c); err != nil {
 		return nil, err

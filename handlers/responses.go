@@ -133,40 +133,39 @@ func storedPath(method, path string) (id string, items, ok bool) {
 // /v1/responses/{id}/input_items from the response store when the
 // gateway made the response, in the caller's workspace. Any other id is
 // routed on: a native target is asked, a translated one answers 404.
-func (g *Gateway) storedResponse(r *http.Request, q *Request, f *flight) (bool, error) {
+func (g *Gateway) storedResponse(r *http.Request, q *Request) (*localAnswer, error) {
 	id, items, ok := storedPath(q.Call.Method, q.Call.Path)
 	store := g.app.ResponseStore()
 	if !ok || store == nil {
-		return false, nil
+		return nil, nil
 	}
 	ctx, ws := r.Context(), q.Identity.WorkspaceID
 	rec, err := store.Get(ctx, ws, id)
 	if err != nil {
 		if apierror.As(err).Status == http.StatusNotFound {
-			return false, nil
+			return nil, nil
 		}
-		return true, err
+		return nil, err
 	}
 	var body []byte
 	switch {
 	case items:
 		lq, err := responses.ParseListQuery(r.URL.Query())
 		if err != nil {
-			return true, err
+			return nil, err
 		}
 		if body, err = store.InputItems(ctx, ws, id, lq); err != nil {
-			return true, err
+			return nil, err
 		}
 	case q.Call.Method == http.MethodDelete:
 		if body, err = store.Delete(ctx, ws, id); err != nil {
-			return true, err
+			return nil, err
 		}
 	default:
 		body = rec.Response
 	}
-	f.entry.Operation = providers.OpResponses
-	f.out.held(&heldAnswer{status: http.StatusOK, header: http.Header{"Content-Type": {"application/json"}}, body: body}, nil, false)
-	return true, nil
+	h := http.Header{"Content-Type": {"application/json"}}
+	return &localAnswer{op: providers.OpResponses, held: &heldAnswer{status: http.StatusOK, header: h, body: body}}, nil
 }
 
 // storedOnlyHere refuses a stored-response call (GET, DELETE,

@@ -46,9 +46,17 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	return nil
 }
 
-// serveFlight runs r through the pipeline, top to bottom: parse, plan,
-// run, finish. Every request is logged exactly once, at the end.
+// serveFlight runs r through the pipeline, top to bottom: parse, local
+// answer or plan and run, finish. Every request is logged exactly once,
+// at the end.
 func (g *Gateway) serveFlight(w http.ResponseWriter, r *http.Request) *flight {
+	f := g.startFlight(w, r)
+	g.endFlight(r, f, g.serve(r, f))
+	return f
+}
+
+// startFlight starts the record of r, answered through w.
+func (g *Gateway) startFlight(w http.ResponseWriter, r *http.Request) *flight {
 	f := &flight{}
 	f.out.w = w
 	f.entry.Start = time.Now()
@@ -56,7 +64,13 @@ func (g *Gateway) serveFlight(w http.ResponseWriter, r *http.Request) *flight {
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 		repl.Map(f.placeholder)
 	}
-	if err := g.serve(r, f); err != nil {
+	return f
+}
+
+// endFlight writes err as the answer when there is one and none was
+// written yet, and logs the request.
+func (g *Gateway) endFlight(r *http.Request, f *flight, err error) {
+	if err != nil {
 		e := apierror.As(err)
 		f.entry.Error = e.Message
 		info := f.res.info()
@@ -70,20 +84,31 @@ func (g *Gateway) serveFlight(w http.ResponseWriter, r *http.Request) *flight {
 	f.finish()
 	f.entry.Log(r, g.logger)
 	observe.RunDone(r, &f.entry)
-	return f
 }
 
-// serve is the pipeline: parse → plan → run. A returned error is the
-// client's answer; otherwise the answer was written.
+// serve is the pipeline: parse → local? → plan → run. A returned error
+// is the client's answer; otherwise the answer was written.
 func (g *Gateway) serve(r *http.Request, f *flight) error {
 	q, err := g.parse(r, f)
-	if q == nil || err != nil {
+	if err != nil {
 		return err
 	}
 	f.q = q
-	if done, err := g.serveJobs(r, q, f); done || err != nil {
+	a, err := g.local(r, q)
+	if err != nil {
 		return err
 	}
+	if a != nil {
+		f.entry.Operation = a.op
+		f.writeLocal(a)
+		return nil
+	}
+	return g.route(r, q, f)
+}
+
+// route plans q and runs the plan: the provider's part of the pipeline.
+func (g *Gateway) route(r *http.Request, q *Request, f *flight) error {
+	var err error
 	var st *Stages
 	if g.Stages != nil {
 		st = g.Stages.Stages(q)
@@ -96,8 +121,6 @@ func (g *Gateway) serve(r *http.Request, f *flight) error {
 		if q.adapter, err = g.responsesAdapter(r, q); err != nil {
 			return err
 		}
-	} else if done, err := g.storedResponse(r, q, f); done || err != nil {
-		return err
 	}
 	f.out.adapter, f.out.ctx = q.adapter, r.Context()
 	if err := g.plan(r, q, st); err != nil {
