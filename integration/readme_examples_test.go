@@ -13,8 +13,9 @@ import (
 	"time"
 )
 
-// readmeBlock is one fenced code block of README.md.
+// readmeBlock is one fenced code block of README.md or a page of docs/.
 type readmeBlock struct {
+	file string // relative to the module root
 	line int    // of the opening fence
 	lang string // the fence's info string
 	text string
@@ -23,11 +24,30 @@ type readmeBlock struct {
 
 var readmeSkip = regexp.MustCompile(`^<!-- readme-test: skip \((.+)\) -->$`)
 
-// readmeBlocks returns README.md's fenced blocks. A skip marker applies to
-// the block whose fence follows it directly.
-func readmeBlocks(t *testing.T) []readmeBlock {
+// docFiles returns README.md and the pages of docs/, relative to the
+// module root: the files whose examples and links are tested.
+func docFiles(t *testing.T) []string {
 	t.Helper()
-	f, err := os.Open(filepath.Join(moduleRoot(), "README.md"))
+	pages, err := filepath.Glob(filepath.Join(moduleRoot(), "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pages) == 0 {
+		t.Fatal("docs/ has no pages")
+	}
+	files := []string{"README.md"}
+	for _, p := range pages {
+		files = append(files, filepath.Join("docs", filepath.Base(p)))
+	}
+	return files
+}
+
+// readmeBlocks returns the fenced blocks of file (relative to the module
+// root). A skip marker applies to the block whose fence follows it
+// directly.
+func readmeBlocks(t *testing.T, file string) []readmeBlock {
+	t.Helper()
+	f, err := os.Open(filepath.Join(moduleRoot(), file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +70,7 @@ func readmeBlocks(t *testing.T) []readmeBlock {
 		case cur != nil:
 			body.WriteString(line + "\n")
 		case strings.HasPrefix(line, "```"):
-			cur = &readmeBlock{line: n, lang: strings.TrimPrefix(line, "```"), skip: skip}
+			cur = &readmeBlock{file: file, line: n, lang: strings.TrimPrefix(line, "```"), skip: skip}
 			body.Reset()
 			skip = ""
 		default:
@@ -68,7 +88,7 @@ func readmeBlocks(t *testing.T) []readmeBlock {
 }
 
 // TestReadmeExamples runs every shell, Python and Go example of README.md
-// that runs offline against the quick start's gateway (examples/Caddyfile
+// and docs/*.md that runs offline against the quick start's gateway (examples/Caddyfile
 // run by the binary built from this tree) and a local OpenAI-format fake
 // standing for OpenAI and Ollama (see startExampleGateway). The only
 // rewrites are the addresses: localhost:8787 and localhost:2019 become the
@@ -78,7 +98,10 @@ func readmeBlocks(t *testing.T) []readmeBlock {
 // Python blocks run only when python3 can import openai (pip cannot reach
 // PyPI on every CI machine).
 func TestReadmeExamples(t *testing.T) {
-	blocks := readmeBlocks(t)
+	var blocks []readmeBlock
+	for _, file := range docFiles(t) {
+		blocks = append(blocks, readmeBlocks(t, file)...)
+	}
 	g := startExampleGateway(t)
 	rewrite := strings.NewReplacer(
 		"localhost:8787", fmt.Sprintf("localhost:%d", g.port),
@@ -86,9 +109,9 @@ func TestReadmeExamples(t *testing.T) {
 		"localhost:2019", fmt.Sprintf("localhost:%d", g.adminPort),
 	)
 	hasPythonOpenAI := exec.Command("python3", "-c", "import openai").Run() == nil
-	ran := 0
+	ran, ranDocs := 0, 0
 	for _, b := range blocks {
-		name := fmt.Sprintf("README.md:%d_%s", b.line, b.lang)
+		name := fmt.Sprintf("%s:%d_%s", b.file, b.line, b.lang)
 		switch b.lang {
 		case "sh", "python", "go":
 		default:
@@ -115,9 +138,12 @@ func TestReadmeExamples(t *testing.T) {
 			}
 		})
 		ran++
+		if b.file != "README.md" {
+			ranDocs++
+		}
 	}
-	if ran < 6 {
-		t.Fatalf("only %d README examples ran: are the fences or markers broken?", ran)
+	if ran < 6 || ranDocs < 3 {
+		t.Fatalf("only %d examples ran, %d of them from docs/: are the fences or markers broken?", ran, ranDocs)
 	}
 }
 

@@ -26,9 +26,9 @@ func metricNames(cs []prometheus.Collector) map[string]bool {
 var metricRef = regexp.MustCompile(`\b(?:gen_ai|llm_gateway)_[a-z_]+`)
 
 // TestDashboardAndREADMEUseRealMetrics keeps examples/grafana-dashboard.json
-// and the README's metric list in step with the collectors: the dashboard
-// queries only metrics the gateway exports, and the README names every
-// one of them.
+// and the metrics table of docs/observability.md in step with the
+// collectors: the dashboard queries only metrics the gateway exports, and
+// the table names every one of them.
 func TestDashboardAndREADMEUseRealMetrics(t *testing.T) {
 	names := metricNames(append(append([]prometheus.Collector{}, genaiCollectors...), collectors...))
 	// Exported by the ratelimit package, which imports this one.
@@ -48,14 +48,14 @@ func TestDashboardAndREADMEUseRealMetrics(t *testing.T) {
 			t.Errorf("dashboard queries %s, which the gateway does not export", ref)
 		}
 	}
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/observability.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range genaiCollectors {
 		for n := range metricNames([]prometheus.Collector{c}) {
 			if !strings.Contains(string(readme), "`"+n+"`") {
-				t.Errorf("README does not list %s", n)
+				t.Errorf("docs/observability.md does not list %s", n)
 			}
 		}
 	}
