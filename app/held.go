@@ -15,9 +15,13 @@ type heldState struct {
 	// MaxHeldBytes bounds the bytes of provider answers every
 	// llm_gateway route of this config holds whole at once (to check,
 	// translate, cache or judge them), in bytes; default
-	// DefaultMaxHeldBytes. Beyond it an answer that is held only to be
-	// checked passes through with the check done as it streams; one
-	// that must be held (translated, judged by hooks) is a 503.
+	// DefaultMaxHeldBytes. What is counted is what the held answers
+	// have allocated: an answer of unknown length beyond its first MiB
+	// takes about twice its size for the moment its chunks are joined
+	// into one buffer (handlers/heldbudget.go). Beyond it an answer
+	// that is held only to be checked passes through with the check
+	// done as it streams; one that must be held (translated, judged by
+	// hooks) is a 503.
 	MaxHeldBytes int64 `json:"max_held_bytes,omitempty"`
 
 	held *HeldBudget

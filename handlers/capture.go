@@ -69,7 +69,15 @@ type capture struct {
 	check      *shapeStream
 	// declared is the upstream's Content-Length of a held answer (0 when
 	// unknown): the buffer grows to it exactly, once bytes arrive.
-	declared int64
+	// bufFunded is what buf's allocation has reserved of the budget
+	// besides the declared length (given back when it is outgrown).
+	declared  int64
+	bufFunded int64
+	// chunks hold a held answer beyond its first MiB when its length is
+	// unknown: pooled, fixed-size, joined into one exact buf when the
+	// body ended (heldbudget.go); chunked is the bytes in them.
+	chunks  []*heldChunk
+	chunked int
 	// storeMax bounds the stream transcript kept for store; a longer
 	// one is not handed over.
 	storeMax int
@@ -205,14 +213,16 @@ func (c *capture) Write(p []byte) (int, error) {
 		if c.overBudget {
 			return 0, errHeldBudget
 		}
-		need := c.buf.Len() + len(p)
+		need := c.buf.Len() + c.chunked + len(p)
 		if c.tooLarge || int64(need) > c.maxBody {
 			// Stop reading: send aborts the upstream body, and
 			// the memory goes back at once.
 			c.tooLarge = true
-			c.buf = bytes.Buffer{}
-			c.releaseOwn()
+			c.dropHeld()
 			return 0, errResponseTooLarge
+		}
+		if c.chunking(need) {
+			return c.writeChunks(p)
 		}
 		if need > c.buf.Cap() {
 			if !c.grow(need) {

@@ -75,6 +75,16 @@ func (e *executor) send(rt http.RoundTripper, c *capture, req *http.Request) (er
 	// event stream or an answer of unknown length.
 	flush := res.ContentLength < 0 || isEventStream(res.Header)
 	if err := copyBody(c, res.Body, flush); err != nil {
+		if c.mode == modeHold {
+			// A held answer cut short is never read: its memory
+			// and reservation go back now, not when the request
+			// ends.
+			c.dropHeld()
+		}
+		return nil, true
+	}
+	// An answer held in chunks is joined once it is whole.
+	if err := c.join(); err != nil {
 		return nil, true
 	}
 	return nil, false

@@ -1,11 +1,13 @@
 package handlers
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -270,5 +272,47 @@ func TestSendDeclaredLengthTakesNoMemory(t *testing.T) {
 	}
 	if c.buf.Cap() > 1<<20 {
 		t.Fatalf("held buffer of %d bytes allocated for 2 bytes received", c.buf.Cap())
+	}
+}
+
+// BenchmarkSendHeldAnswer: one held answer read through send, by size
+// and whether its length is declared. Small answers keep the first
+// buffer (no pooled chunks); a large one of unknown length is read into
+// pooled chunks and joined once.
+func BenchmarkSendHeldAnswer(b *testing.B) {
+	for _, bc := range []struct {
+		name    string
+		size    int
+		declare bool
+	}{
+		{"5KB declared", 5000, true},
+		{"5KB chunked", 5000, false},
+		{"200KB chunked", 200 << 10, false},
+		{"4MB declared", 4 << 20, true},
+		{"4MB chunked", 4 << 20, false},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			body := []byte(strings.Repeat("x", bc.size))
+			length := int64(-1)
+			if bc.declare {
+				length = int64(bc.size)
+			}
+			req := httptest.NewRequest(http.MethodPost, "http://provider.test/v1/chat/completions", nil)
+			ex := testExecutor(zap.NewNop())
+			h := http.Header{"Content-Type": {"application/json"}}
+			if bc.declare {
+				h.Set("Content-Length", strconv.Itoa(bc.size))
+			}
+			b.SetBytes(int64(bc.size))
+			b.ReportAllocs()
+			for b.Loop() {
+				c := testCapture(nil, &providers.Call{Op: providers.OpChat})
+				c.hold, c.maxBody = true, 64<<20
+				rt := &fakeRT{res: answer(200, h, length, bytes.NewReader(body))}
+				if err, aborted := ex.send(rt, c, req); err != nil || aborted || c.buf.Len() != bc.size {
+					b.Fatal(err, aborted, c.buf.Len())
+				}
+			}
+		})
 	}
 }
