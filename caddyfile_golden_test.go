@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig"
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite testdata/caddyfile/*.json from the adapter's output")

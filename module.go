@@ -1,28 +1,24 @@
-// Package llmgateway registers the caddy-llm-gateway modules with Caddy:
-// the `llm` app (control plane), the `llm_gateway` handler (data plane) and
-// the dynamic upstream source its reverse proxies use. Import it (or build
-// with xcaddy --with) to get them.
+// Package llmgateway brings in every caddy-llm-gateway module: the `llm`
+// app (control plane) and its global Caddyfile option, the `llm_gateway`
+// handler (data plane) and its directive, `llm_ratelimit`, the
+// `llm_secrets` log encoder and field filter, the provider families and
+// the management APIs. Each package registers its own modules and
+// Caddyfile syntax in its init; import this one (or build with xcaddy
+// --with) to get them all.
 package llmgateway
 
 import (
-	"github.com/caddyserver/caddy/v2"
-
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/handlers"
-
+	// The llm app and its global option.
+	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	// The llm_gateway handler and its directive.
+	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/handlers"
 	// Provider families register themselves with the provider registry.
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/providers/all"
 	// llm_ratelimit registers itself and the rate-limit policy API.
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/ratelimit"
 	// Management APIs register their control-plane routes.
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/prompts/promptapi"
-	// The llm_secrets log field filter masks credential headers in logs.
+	// The llm_secrets log encoder and field filter mask credential headers
+	// in logs.
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/logfilter"
-	// The dynamic upstream source registers itself as a Caddy module.
-	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/upstream"
 )
-
-func init() {
-	caddy.RegisterModule(app.App{})
-	caddy.RegisterModule(handlers.Gateway{})
-}
