@@ -194,8 +194,6 @@ func (g *Gateway) providerBatchList(r *http.Request, q *Request) (*memoryWriter,
 	f := g.startFlight(w, r2)
 	f.setHeader(q.Header)
 	f.q = q2
-	f.entry.KeyName, f.entry.Workspace, f.entry.Organisation = q.Identity.Name, q.Identity.WorkspaceID, q.Identity.OrganisationID
-	f.entry.Operation, f.entry.Path = q2.Call.Op, q2.Call.Path
 	g.endFlight(r2, f, g.route(r2, q2, f))
 	if w.status == 0 {
 		w.status = http.StatusOK

@@ -180,7 +180,7 @@ func (f *flight) price(c *cost.Catalog) {
 		}
 		usd, known = c.Cost(res.target.Settings.Provider, model, *res.usage)
 	}
-	f.entry.CostUSD, f.entry.CostKnown = usd, known
+	f.costUSD, f.costKnown = usd, known
 	if known && (f.q == nil || !f.q.Call.Stream) {
 		f.out.cost = cost.FormatUSD(usd)
 	}

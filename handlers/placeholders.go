@@ -24,11 +24,18 @@ import "strings"
 const PlaceholderPrefix = "http.llm."
 
 // placeholder is the replacer function registered for each request; it
-// reads the flight lazily, so an unused placeholder costs nothing.
+// reads the flight lazily, so an unused placeholder costs nothing. Until
+// the log entry is filled (a response header evaluated as the answer
+// starts), values come from the parsed request and the answer sent.
 func (f *flight) placeholder(key string) (any, bool) {
 	name, ok := strings.CutPrefix(key, PlaceholderPrefix)
 	if !ok {
 		return nil, false
+	}
+	if !f.filled {
+		if v, ok := f.livePlaceholder(name); ok {
+			return v, true
+		}
 	}
 	e := &f.entry
 	info := f.out.info
@@ -73,6 +80,33 @@ func (f *flight) placeholder(key string) (any, bool) {
 			return u.CompletionTokens, true
 		}
 		return u.TotalTokens, true
+	}
+	return nil, false
+}
+
+// livePlaceholder is a placeholder's value while the request runs, for
+// the names whose value finish takes from the request; false when there
+// is none to read yet (the entry's value stands).
+func (f *flight) livePlaceholder(name string) (any, bool) {
+	switch name {
+	case "trace_id":
+		return f.out.traceID, f.out.traceID != ""
+	}
+	if f.q == nil {
+		return nil, false
+	}
+	switch name {
+	case "key_name", "workspace":
+		id := f.q.Identity
+		if id == nil {
+			return nil, false
+		}
+		if name == "key_name" {
+			return id.Name, true
+		}
+		return id.WorkspaceID, true
+	case "model":
+		return f.q.Call.Model, true
 	}
 	return nil, false
 }

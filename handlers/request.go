@@ -87,54 +87,48 @@ func (q *Request) bodyFor(t *routing.Target) (targetBody, error) {
 // parse reads everything the pipeline needs from r: the gateway headers,
 // the caller's identity, the call and its body. It writes nothing to the
 // client: what the gateway answers itself is decided next (local.go).
+// With an error, the Request returned (nil when the headers did not
+// parse) holds what was read, for the log entry.
 func (g *Gateway) parse(r *http.Request, f *flight) (*Request, error) {
 	hdr, err := ingress.Parse(r.Header)
 	f.setHeader(hdr)
 	if err != nil {
 		return nil, err
 	}
+	q := &Request{Header: hdr, RouteHeader: hdr}
 	id, ok := g.authenticate(r, hdr.APIKey)
 	if !ok {
 		msg := "missing gateway API key: send it in the " + ingress.Prefix + ingress.APIKey + " header"
 		if hdr.APIKey != "" {
 			msg = "invalid gateway API key"
 		}
-		return nil, apierror.New(http.StatusUnauthorized, apierror.TypeAuthentication, msg).WithCode("invalid_api_key")
+		return q, apierror.New(http.StatusUnauthorized, apierror.TypeAuthentication, msg).WithCode("invalid_api_key")
 	}
-	f.entry.KeyName, f.entry.Workspace, f.entry.Organisation = id.Name, id.WorkspaceID, id.OrganisationID
+	q.Identity = id
 
 	path, ok := strings.CutPrefix(r.URL.Path, "/v1")
 	if !ok || (path != "" && path[0] != '/') {
-		return nil, apierror.Newf(http.StatusNotFound, apierror.TypeNotFound, "unknown path %s: the gateway serves /v1/*", r.URL.Path)
+		return q, apierror.Newf(http.StatusNotFound, apierror.TypeNotFound, "unknown path %s: the gateway serves /v1/*", r.URL.Path)
 	}
 	switch r.Method {
 	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch:
 	default:
-		return nil, apierror.Newf(http.StatusMethodNotAllowed, apierror.TypeInvalidRequest, "method %s is not supported", r.Method)
+		return q, apierror.Newf(http.StatusMethodNotAllowed, apierror.TypeInvalidRequest, "method %s is not supported", r.Method)
 	}
-	q := &Request{Header: hdr, RouteHeader: hdr, Identity: id, URLPath: r.URL.Path, ClientHeader: r.Header}
+	q.URLPath, q.ClientHeader = r.URL.Path, r.Header
 	c := &q.Call
 	c.Op = providers.OperationFor(r.Method, path)
 	c.Method, c.Path, c.RawQuery, c.Header = r.Method, path, r.URL.RawQuery, r.Header
-	f.entry.Operation, f.entry.Path = c.Op, path
 
 	if c.Body, err = g.readBody(r, &f.out); err != nil {
-		return nil, err
+		return q, err
 	}
 	// Prompt completions lie under the prompt API's prefix but are
 	// inference: they take the whole pipeline, not the control plane.
 	if ref, ok := prompts.CompletionsRef(r.URL.Path); ok && r.Method == http.MethodPost {
-		if err := g.promptCompletion(r, q, ref); err != nil {
-			return nil, err
-		}
-		f.entry.Operation, f.entry.Model, f.entry.Stream = providers.OpChat, c.Model, c.Stream
-		return q, nil
+		return q, g.promptCompletion(r, q, ref)
 	}
-	if err := inspectBody(r, c); err != nil {
-		return nil, err
-	}
-	f.entry.Model, f.entry.Stream = c.Model, c.Stream
-	return q, nil
+	return q, inspectBody(r, c)
 }
 
 // readBody reads the whole body, bounded by the configured limit, because

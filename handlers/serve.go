@@ -20,17 +20,36 @@ import (
 // StatusClientClosed is logged when the client went away mid-request.
 const StatusClientClosed = 499
 
-// flight is the record of one request in progress: its log entry, its
-// responder and, once routing ended, the final attempt's result. Only
-// serve and finish write it; attempts return results instead.
+// flight is the record of one request in progress: what each step of the
+// pipeline returned (the parsed request, a local answer, the router's
+// result), its responder, and the log entry. Steps return values; finish
+// alone fills the entry from them, once, at the end.
 type flight struct {
 	entry observe.Entry
 	out   responder
-	q     *Request
-	res   *result
-	// status is the status the router's final outcome reported.
+	// hdr is the parsed gateway headers (nil when they did not parse).
+	hdr *ingress.Headers
+	q   *Request
+	// localOp is the operation of a local answer, "" when routed.
+	localOp providers.Operation
+	// planned is set once q's plan is complete.
+	planned bool
+	// steps, res, status and done are the router's: its steps, the
+	// final attempt's result, the status its outcome reported, and
+	// whether the answer was committed.
+	steps  []routing.Step
+	res    *result
 	status int
 	done   bool
+	// err is the message of the gateway's error answer, if any.
+	err string
+	// notes are the after-request checks' annotations.
+	notes []zap.Field
+	// costUSD and costKnown are the answer's price, when priced.
+	costUSD   float64
+	costKnown bool
+	// filled is set once finish filled the entry.
+	filled bool
 }
 
 // ServeHTTP implements caddyhttp.MiddlewareHandler. The gateway is
@@ -59,6 +78,7 @@ func (g *Gateway) serveFlight(w http.ResponseWriter, r *http.Request) *flight {
 func (g *Gateway) startFlight(w http.ResponseWriter, r *http.Request) *flight {
 	f := &flight{}
 	f.out.w = w
+	// The clock starts here; everything else is filled by finish.
 	f.entry.Start = time.Now()
 	f.entry.Method = r.Method
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
@@ -72,7 +92,7 @@ func (g *Gateway) startFlight(w http.ResponseWriter, r *http.Request) *flight {
 func (g *Gateway) endFlight(r *http.Request, f *flight, err error) {
 	if err != nil {
 		e := apierror.As(err)
-		f.entry.Error = e.Message
+		f.err = e.Message
 		info := f.res.info()
 		if info == nil && f.q != nil && f.q.Plan != nil {
 			// Routing ended before any attempt (every breaker open).
@@ -90,16 +110,16 @@ func (g *Gateway) endFlight(r *http.Request, f *flight, err error) {
 // is the client's answer; otherwise the answer was written.
 func (g *Gateway) serve(r *http.Request, f *flight) error {
 	q, err := g.parse(r, f)
+	f.q = q
 	if err != nil {
 		return err
 	}
-	f.q = q
 	a, err := g.local(r, q)
 	if err != nil {
 		return err
 	}
 	if a != nil {
-		f.entry.Operation = a.op
+		f.localOp = a.op
 		f.writeLocal(a)
 		return nil
 	}
@@ -126,11 +146,7 @@ func (g *Gateway) route(r *http.Request, q *Request, f *flight) error {
 	if err := g.plan(r, q, st); err != nil {
 		return err
 	}
-	f.entry.ConfigID = q.Plan.ConfigID
-	if q.RouteHeader.VirtualKey != "" {
-		f.entry.VirtualKey = q.RouteHeader.VirtualKey
-	}
-	f.entry.Model, f.entry.Stream = q.Call.Model, q.Call.Stream
+	f.planned = true
 	return g.run(r, q, st, f)
 }
 
@@ -152,7 +168,7 @@ func (g *Gateway) run(r *http.Request, q *Request, st *Stages, f *flight) error 
 		exec = &guardStep{next: exec, gs: gs}
 	}
 	rr, err := g.router.Run(r.Context(), q.Plan, rq, exec)
-	f.logSteps(rr.Steps)
+	f.steps = rr.Steps
 	f.res, f.status, f.done = resultOf(rr.Outcome), rr.Status, rr.Committed
 	f.price(g.app.Prices())
 	if err != nil {
@@ -161,12 +177,12 @@ func (g *Gateway) run(r *http.Request, q *Request, st *Stages, f *flight) error 
 	res := f.res
 	if res != nil && res.hooks != nil {
 		// Async hooks run once the answer below was sent.
-		defer g.runAsync(r.Context(), res.hooks, f.entry.TraceID)
+		defer g.runAsync(r.Context(), res.hooks, f.out.traceID)
 	}
 	if st != nil && len(st.After) > 0 && res != nil {
 		a := answerOf(res, f.out.committed())
 		notes, err := runAfter(r.Context(), st.After, q, a, false)
-		f.entry.Extra = append(f.entry.Extra, notes...)
+		f.notes = notes
 		if err != nil && !f.out.committed() {
 			return err
 		}
@@ -200,24 +216,50 @@ func answerOf(res *result, streamed bool) *Answer {
 	return a
 }
 
-// setHeader records the parsed gateway headers: the trace id (made up
-// when the client sent none or the headers did not parse) and metadata.
+// setHeader records the parsed gateway headers and gives the responder
+// the trace id (made up when the client sent none or the headers did not
+// parse), which every answer carries.
 func (f *flight) setHeader(hdr *ingress.Headers) {
+	f.hdr = hdr
 	if hdr == nil {
-		f.entry.TraceID = uuid.NewString()
-		f.out.traceID = f.entry.TraceID
+		f.out.traceID = uuid.NewString()
 		return
 	}
 	if hdr.TraceID == "" {
 		hdr.TraceID = uuid.NewString()
 	}
-	f.entry.TraceID, f.entry.Metadata = hdr.TraceID, hdr.Metadata
 	f.out.traceID, f.out.alias = hdr.TraceID, hdr.Alias
 }
 
-// finish completes the log entry from the final result and what was sent.
+// finish fills the log entry, once, from what the steps returned: the
+// request parse read, the local answer or the plan, the router's result,
+// and what the responder sent.
 func (f *flight) finish() {
 	e := &f.entry
+	f.filled = true
+	e.TraceID = f.out.traceID
+	if f.hdr != nil {
+		e.Metadata = f.hdr.Metadata
+	}
+	q := f.q
+	if q != nil {
+		if id := q.Identity; id != nil {
+			e.KeyName, e.Workspace, e.Organisation = id.Name, id.WorkspaceID, id.OrganisationID
+		}
+		e.Operation, e.Path = q.Call.Op, q.Call.Path
+		e.Model, e.Stream = q.Call.Model, q.Call.Stream
+		if f.planned {
+			e.ConfigID = q.Plan.ConfigID
+			e.VirtualKey = q.RouteHeader.VirtualKey
+		}
+	}
+	if f.localOp != "" {
+		e.Operation = f.localOp
+	}
+	e.Error = f.err
+	f.logSteps(f.steps)
+	e.CostUSD, e.CostKnown = f.costUSD, f.costKnown
+	e.Extra = append(e.Extra, f.notes...)
 	res := f.res
 	switch {
 	case res != nil && f.done:
@@ -226,12 +268,12 @@ func (f *flight) finish() {
 		e.Status = f.out.status
 	}
 	e.FirstByte = f.out.firstByte
-	if f.q != nil && f.q.Plan != nil {
+	if q != nil && q.Plan != nil {
 		e.CacheState = statusNoCache
 	}
 	prompt := promptUse{}
-	if f.q != nil {
-		prompt = f.q.Prompt
+	if q != nil {
+		prompt = q.Prompt
 	}
 	if res != nil {
 		if res.target != nil {
