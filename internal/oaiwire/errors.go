@@ -69,3 +69,8 @@ func StreamError(message, typ string, code any) *apierror.Error {
 func Truncated(provider string) *apierror.Error {
 	return StreamError(provider+"'s stream ended before it completed", apierror.TypeUpstream, "stream_truncated")
 }
+
+// Unsupported is the 400 for an endpoint a provider does not offer.
+func Unsupported(provider, what string) *apierror.Error {
+	return apierror.Newf(http.StatusBadRequest, apierror.TypeInvalidRequest, "%s is not supported by provider %q", what, provider).WithCode("unsupported_endpoint")
+}

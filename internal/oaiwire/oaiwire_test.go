@@ -172,27 +172,6 @@ func TestMimeFromURL(t *testing.T) {
 	}
 }
 
-func TestBase(t *testing.T) {
-	cases := []struct{ custom, want string }{
-		{"", "https://def/v1"},
-		{"http://127.0.0.1:8080", "http://127.0.0.1:8080/v1"},
-		{"http://127.0.0.1:8080/", "http://127.0.0.1:8080/v1"},
-		{"https://proxy/anthropic/v1/", "https://proxy/anthropic/v1"},
-		{"https://proxy?x=1#f", "https://proxy/v1"},
-	}
-	for _, tc := range cases {
-		got, err := Base(tc.custom, "https://def/v1", "/v1")
-		if err != nil || got != tc.want {
-			t.Errorf("Base(%q) = %q, %v", tc.custom, got, err)
-		}
-	}
-	for _, bad := range []string{"ftp://x", "not a url", "//nohost"} {
-		if _, err := Base(bad, "d", "/v1"); err == nil {
-			t.Errorf("Base(%q) accepted", bad)
-		}
-	}
-}
-
 func TestParseEmbedding(t *testing.T) {
 	cases := []struct {
 		body  string

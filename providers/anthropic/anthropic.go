@@ -29,12 +29,12 @@ type provider struct{}
 
 // Prepare implements providers.Provider.
 func (provider) Prepare(c *providers.Call, s *providers.Settings, u *providers.Upstream) error {
-	base, err := oaiwire.Base(s.CustomHost, BaseURL, "/v1")
+	base, err := providers.BaseURL(s.CustomHost, BaseURL, "/v1")
 	if err != nil {
 		return err
 	}
 	if s.APIKey == "" {
-		return oaiwire.MissingKey(Slug, "send Authorization: Bearer <Anthropic API key>, or use a virtual key")
+		return providers.MissingKey(Slug, "send Authorization: Bearer <Anthropic API key>, or use a virtual key")
 	}
 	path, query, body, method := c.Path, c.RawQuery, c.Body, c.Method
 	switch c.Op {
@@ -52,9 +52,7 @@ func (provider) Prepare(c *providers.Call, s *providers.Settings, u *providers.U
 	default:
 		return oaiwire.Unsupported(Slug, "/v1"+c.Path)
 	}
-	if u.URL, err = providers.JoinURL(base, path, query); err != nil {
-		return err
-	}
+	u.URL = providers.JoinParsedURL(base, path, query)
 	u.Method, u.Body = method, body
 	SetHeaders(u.Header, c.Header, s.APIKey, true)
 	return nil

@@ -95,7 +95,7 @@ func (AI) Prepare(c *providers.Call, s *providers.Settings, u *providers.Upstrea
 
 	var target url.URL
 	if s.CustomHost != "" {
-		base, err := customBase(s.CustomHost)
+		base, err := providers.CustomBase(s.CustomHost, "")
 		if err != nil {
 			return err
 		}

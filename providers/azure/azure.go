@@ -61,8 +61,7 @@ func LooksLikeJWT(key string) bool {
 
 // missingKey is the 401 for a request without any Azure credential.
 func missingKey(slug string) error {
-	return apierror.Newf(http.StatusUnauthorized, apierror.TypeAuthentication,
-		"no credentials for provider %s: send the resource key (or an Entra ID token) as Authorization: Bearer, or set api_key in a config or virtual key", slug).WithCode("missing_provider_key")
+	return providers.MissingKey(slug, "send the resource key (or an Entra ID token) as Authorization: Bearer, or set api_key in a config or virtual key")
 }
 
 // setAuth applies the package's authentication rule. keyHeader is the
@@ -87,18 +86,6 @@ func withModelName(c *providers.Call, s *providers.Settings, body []byte) []byte
 		return b
 	}
 	return body
-}
-
-// customBase parses a custom_host, which replaces the provider's scheme
-// and host; a path in it becomes a prefix of every request path.
-func customBase(host string) (*url.URL, error) {
-	u, err := url.Parse(host)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, apierror.BadRequest("custom_host", "invalid custom_host: expected an http(s) URL")
-	}
-	u.Path = strings.TrimRight(u.Path, "/")
-	u.RawPath, u.RawQuery, u.Fragment, u.User = "", "", "", nil
-	return u, nil
 }
 
 // hostLabel checks a value that becomes part of a host name (a resource

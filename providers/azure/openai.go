@@ -96,11 +96,7 @@ func (OpenAI) Translator(providers.Operation) providers.Translator { return nil 
 
 func openAIBase(s *providers.Settings) (*url.URL, error) {
 	if s.CustomHost != "" {
-		u, err := customBase(s.CustomHost)
-		if err == nil && u.Path == "" {
-			u.Path = "/openai"
-		}
-		return u, err
+		return providers.CustomBase(s.CustomHost, "/openai")
 	}
 	if s.ResourceName == "" {
 		return nil, apierror.BadRequest("resource_name", "provider azure-openai needs resource_name (the x-gateway-cloudb-resource-name header, or resource_name in a config or virtual key), or custom_host")

@@ -66,12 +66,10 @@ func (p *Provider) Prepare(c *providers.Call, s *providers.Settings, u *provider
 		return apierror.BadRequest("clouda_region", "invalid clouda_region %q: expected an AWS region such as us-east-1", region)
 	}
 	if s.CloudAAccessKeyID == "" && s.APIKey == "" {
-		return apierror.Newf(http.StatusUnauthorized, apierror.TypeAuthentication,
-			"no credentials for provider bedrock: set clouda_access_key_id and clouda_secret_access_key, or a Bedrock API key as api_key").WithCode("missing_provider_key")
+		return providers.MissingKey(Slug, "set clouda_access_key_id and clouda_secret_access_key, or a Bedrock API key as api_key")
 	}
 	if s.CloudAAccessKeyID != "" && s.CloudASecretAccessKey == "" {
-		return apierror.Newf(http.StatusUnauthorized, apierror.TypeAuthentication,
-			"clouda_access_key_id is set but clouda_secret_access_key is missing").WithCode("missing_provider_key")
+		return providers.MissingKey(Slug, "clouda_access_key_id is set but clouda_secret_access_key is missing")
 	}
 	base, err := baseURL(s.CustomHost, region)
 	if err != nil {
@@ -155,17 +153,9 @@ func baseURL(customHost, region string) (*url.URL, error) {
 	if customHost == "" {
 		return &url.URL{Scheme: "https", Host: "bedrock-runtime." + region + ".amazonaws.com"}, nil
 	}
-	u, err := url.Parse(customHost)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, apierror.BadRequest("custom_host", "invalid custom_host: expected an http(s) URL such as https://vpce-123.bedrock-runtime.us-east-1.vpce.amazonaws.com")
-	}
-	// The signature covers the Host header, so it must be the one the
-	// transport sends: drop a default port it would not send.
-	if (u.Scheme == "https" && u.Port() == "443") || (u.Scheme == "http" && u.Port() == "80") {
-		u.Host = u.Hostname()
-	}
-	u.RawQuery, u.Fragment, u.User = "", "", nil
-	return u, nil
+	// The signature covers the Host header: CustomBase drops a default
+	// port, so the signed Host is the one the transport sends.
+	return providers.CustomBase(customHost, "")
 }
 
 // modelPath returns the decoded and the escaped form of

@@ -38,12 +38,12 @@ type provider struct{}
 
 // Prepare implements providers.Provider.
 func (provider) Prepare(c *providers.Call, s *providers.Settings, u *providers.Upstream) error {
-	base, err := oaiwire.Base(s.CustomHost, BaseURL, "")
+	base, err := providers.BaseURL(s.CustomHost, BaseURL, "")
 	if err != nil {
 		return err
 	}
 	if s.APIKey == "" {
-		return oaiwire.MissingKey(Slug, "send Authorization: Bearer <Cohere API key>, or use a virtual key")
+		return providers.MissingKey(Slug, "send Authorization: Bearer <Cohere API key>, or use a virtual key")
 	}
 	path, query, body, method := c.Path, c.RawQuery, c.Body, c.Method
 	switch c.Op {
@@ -61,9 +61,7 @@ func (provider) Prepare(c *providers.Call, s *providers.Settings, u *providers.U
 	if err != nil {
 		return err
 	}
-	if u.URL, err = providers.JoinURL(base, apiVersion+path, query); err != nil {
-		return err
-	}
+	u.URL = providers.JoinParsedURL(base, apiVersion+path, query)
 	u.Method, u.Body = method, body
 	u.Header.Set("Authorization", "Bearer "+s.APIKey)
 	if c.Op == providers.OpChat || c.Op == providers.OpEmbeddings {

@@ -59,12 +59,12 @@ func ChatMethod(stream bool) (suffix, query string) {
 // Prepare implements providers.Provider. The key goes in x-goog-api-key,
 // never in the URL, so it cannot leak into logs.
 func (provider) Prepare(c *providers.Call, s *providers.Settings, u *providers.Upstream) error {
-	base, err := oaiwire.Base(s.CustomHost, BaseURL, "")
+	base, err := providers.BaseURL(s.CustomHost, BaseURL, "")
 	if err != nil {
 		return err
 	}
 	if s.APIKey == "" {
-		return oaiwire.MissingKey(Slug, "send Authorization: Bearer <Gemini API key>, or use a virtual key")
+		return providers.MissingKey(Slug, "send Authorization: Bearer <Gemini API key>, or use a virtual key")
 	}
 	path, query, body, method := c.Path, c.RawQuery, c.Body, c.Method
 	switch c.Op {
@@ -92,9 +92,7 @@ func (provider) Prepare(c *providers.Call, s *providers.Settings, u *providers.U
 	default:
 		return oaiwire.Unsupported(Slug, "/v1"+c.Path)
 	}
-	if u.URL, err = providers.JoinURL(base, apiVersion+path, query); err != nil {
-		return err
-	}
+	u.URL = providers.JoinParsedURL(base, apiVersion+path, query)
 	u.Method, u.Body = method, body
 	u.Header.Set("x-goog-api-key", s.APIKey)
 	return nil

@@ -1,9 +1,11 @@
 package openaicompat
 
 import (
+	"errors"
 	"net/http"
 	"testing"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
@@ -33,6 +35,26 @@ func TestCustomHost(t *testing.T) {
 		}
 		if got := u.URL.String(); got != tt.want {
 			t.Errorf("%s custom_host %q: %s, want %s", tt.slug, tt.host, got, tt.want)
+		}
+	}
+}
+
+// TestCustomHostScheme: a custom_host that is not an http or https URL is
+// a 400 on custom_host for every row, the host-path rows (Ollama)
+// included.
+func TestCustomHostScheme(t *testing.T) {
+	for _, tt := range []struct{ slug, host string }{
+		{"openai", "ftp://x"},
+		{"openai-compatible", "not a url"},
+		{"ollama", "ftp://gpu:11434"},
+		{"ollama", "gpu:11434"},
+	} {
+		p, _ := providers.Lookup(tt.slug)
+		c := &providers.Call{Op: providers.OpChat, Method: http.MethodPost, Path: "/chat/completions", Body: []byte(`{}`)}
+		err := p.Prepare(c, &providers.Settings{Provider: tt.slug, APIKey: "k", CustomHost: tt.host}, &providers.Upstream{Header: http.Header{}})
+		var ae *apierror.Error
+		if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.Param != "custom_host" {
+			t.Errorf("%s custom_host %q: %v, want a 400 on custom_host", tt.slug, tt.host, err)
 		}
 	}
 }

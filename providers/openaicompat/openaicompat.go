@@ -4,9 +4,7 @@
 package openaicompat
 
 import (
-	"net/http"
 	"net/url"
-	"strings"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
@@ -29,7 +27,7 @@ type Row struct {
 	// path prefix) with HostPath always appended, as the reference gateway
 	// does for providers whose base URL is a host (Ollama: custom_host
 	// "http://gpu:11434" reaches /v1/chat/completions). Otherwise
-	// custom_host replaces the whole base URL (see CustomBase).
+	// custom_host replaces the whole base URL (see providers.CustomBase).
 	HostPath string
 }
 
@@ -63,40 +61,17 @@ type compat struct{ row Row }
 
 // Prepare implements providers.Provider.
 func (p *compat) Prepare(c *providers.Call, s *providers.Settings, u *providers.Upstream) error {
-	base := p.row.BaseURL
-	var parsed *url.URL
-	switch {
-	case s.CustomHost != "" && p.row.HostPath != "":
-		base = strings.TrimRight(s.CustomHost, "/") + p.row.HostPath
-	case s.CustomHost != "":
-		// Parsed once here rather than normalised to a string and
-		// parsed again: this runs for every request with a custom host.
-		if u, err := url.Parse(s.CustomHost); err == nil && u.Host != "" {
-			if strings.Trim(u.Path, "/") == "" {
-				u.Path = "/v1"
-			}
-			parsed = u
-		} else {
-			base = CustomBase(s.CustomHost)
-		}
-	}
-	if base == "" && parsed == nil {
+	if s.CustomHost == "" && p.row.BaseURL == "" {
 		return apierror.BadRequest("custom_host", "provider %q needs custom_host (the x-gateway-custom-host header or the config's custom_host)", p.row.Slug)
 	}
+	base, err := p.base(s.CustomHost)
+	if err != nil {
+		return err
+	}
 	if s.APIKey == "" && !p.row.KeyOptional {
-		return apierror.Newf(http.StatusUnauthorized, apierror.TypeAuthentication,
-			"no credentials for provider %q: send Authorization: Bearer <provider key>, or use a virtual key", p.row.Slug).WithCode("missing_provider_key")
+		return providers.MissingKey(p.row.Slug, "send Authorization: Bearer <provider key>, or use a virtual key")
 	}
-	var target *url.URL
-	if parsed != nil {
-		target = providers.JoinParsedURL(parsed, c.Path, c.RawQuery)
-	} else {
-		var err error
-		if target, err = providers.JoinURL(base, c.Path, c.RawQuery); err != nil {
-			return apierror.BadRequest("custom_host", "invalid custom_host")
-		}
-	}
-	u.Method, u.URL, u.Body = c.Method, target, c.Body
+	u.Method, u.URL, u.Body = c.Method, providers.JoinParsedURL(base, c.Path, c.RawQuery), c.Body
 	if s.APIKey != "" {
 		u.Header.Set("Authorization", "Bearer "+s.APIKey)
 	}
@@ -117,16 +92,18 @@ func (p *compat) Prepare(c *providers.Call, s *providers.Settings, u *providers.
 // Translator implements providers.Provider: these providers need none.
 func (p *compat) Translator(providers.Operation) providers.Translator { return nil }
 
-// CustomBase normalises a custom_host into a base URL. A host given without
-// a path gets "/v1", which is where OpenAI-compatible servers (vLLM,
-// llama.cpp, Ollama, LM Studio) serve their API.
-func CustomBase(host string) string {
-	u, err := url.Parse(host)
-	if err != nil || u.Host == "" {
-		return host
+// base is the row's base URL or the custom host. A custom host given
+// without a path gets "/v1", which is where OpenAI-compatible servers
+// (vLLM, llama.cpp, Ollama, LM Studio) serve their API; for a row with
+// HostPath, HostPath is appended to whatever path it has.
+func (p *compat) base(customHost string) (*url.URL, error) {
+	if customHost == "" || p.row.HostPath == "" {
+		return providers.BaseURL(customHost, p.row.BaseURL, "/v1")
 	}
-	if strings.Trim(u.Path, "/") == "" {
-		u.Path = "/v1"
+	u, err := providers.CustomBase(customHost, "")
+	if err != nil {
+		return nil, err
 	}
-	return u.String()
+	u.Path += p.row.HostPath
+	return u, nil
 }

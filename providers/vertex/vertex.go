@@ -98,7 +98,7 @@ func (p *provider) Prepare(c *providers.Call, s *providers.Settings, u *provider
 	if region == "global" {
 		host = "https://aiplatform.googleapis.com"
 	}
-	host, err := oaiwire.Base(s.CustomHost, host, "")
+	base, err := providers.BaseURL(s.CustomHost, host, "")
 	if err != nil {
 		return err
 	}
@@ -126,9 +126,7 @@ func (p *provider) Prepare(c *providers.Call, s *providers.Settings, u *provider
 	default:
 		return oaiwire.Unsupported(Slug, "/v1"+c.Path)
 	}
-	if u.URL, err = providers.JoinURL(host, path, query); err != nil {
-		return err
-	}
+	u.URL = providers.JoinParsedURL(base, path, query)
 	u.Method, u.Body = method, body
 	u.Header.Set("Authorization", "Bearer "+token)
 	if pub, _, _ := SplitModel(c.Model); pub == Anthropic {
@@ -173,7 +171,7 @@ func (p *provider) credentials(s *providers.Settings, egress providers.Dialer) (
 	if s.APIKey != "" {
 		return s.APIKey, "", nil
 	}
-	return "", "", oaiwire.MissingKey(Slug, "set cloudc_service_account_json, or send an access token as Authorization: Bearer <token>")
+	return "", "", providers.MissingKey(Slug, "set cloudc_service_account_json, or send an access token as Authorization: Bearer <token>")
 }
 
 // Translator implements providers.Provider.
