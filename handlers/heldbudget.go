@@ -144,6 +144,10 @@ func (c *capture) writeChunks(p []byte) (int, error) {
 				}
 				return n, nil
 			}
+			if c.chunks == nil {
+				// Room for 2 MiB of chunks before the list grows.
+				c.chunks = make([]*heldChunk, 0, 32)
+			}
 			c.chunks = append(c.chunks, heldChunks.Get().(*heldChunk))
 		}
 		k := copy(c.chunks[len(c.chunks)-1][off:], p)
