@@ -166,7 +166,7 @@ func special8(w uint64) uint64 {
 // str reads a string's contents from i (just past the opening quote) and
 // returns the index past the closing quote. Nearly every string is valid,
 // so skipStr checks it at memory speed and only a string it refuses is
-// scanned again, byte by byte, by strExact, which names the first fault
+// scanned again, in order, by strExact, which names the first fault
 // (ErrInvalid or ErrInvalidUTF8) exactly as a single ordered pass would.
 func str(b []byte, i int) (int, error) {
 	if end, ok := skipStr(b, i); ok {
