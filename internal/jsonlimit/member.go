@@ -15,36 +15,67 @@ import (
 // vector search of the prompt, not a walk of it. Given input that did not
 // pass Check, the answer is unspecified, but Member never reads past b.
 func Member(b []byte, name string) ([]byte, bool) {
+	var value []byte
+	members(b, func(key, v []byte) bool {
+		if nameIs(key, name) {
+			value = v
+			return false
+		}
+		return true
+	})
+	return value, value != nil
+}
+
+// Members is Member for several names in one walk: values[i] is set to
+// the raw value of names[i], or nil when b has no such member. values
+// must be at least as long as names.
+func Members(b []byte, names []string, values [][]byte) {
+	clear(values[:len(names)])
+	left := len(names)
+	members(b, func(key, v []byte) bool {
+		for i, name := range names {
+			if values[i] == nil && nameIs(key, name) {
+				values[i] = v
+				left--
+			}
+		}
+		return left > 0
+	})
+}
+
+// members calls yield with the raw name and value of each top-level
+// member of the checked object b, in order, until yield returns false.
+// A value is never empty, so a nil value can mean "absent".
+func members(b []byte, yield func(key, value []byte) bool) {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
-		return nil, false
+		return
 	}
 	i = skipSpace(b, i+1)
 	for i < len(b) && b[i] == '"' {
 		keyEnd := closingQuote(b, i+1)
 		if keyEnd < 0 {
-			return nil, false
+			return
 		}
 		key := b[i+1 : keyEnd]
 		i = skipSpace(b, keyEnd+1)
 		if i >= len(b) || b[i] != ':' {
-			return nil, false
+			return
 		}
 		start := skipSpace(b, i+1)
 		end := skipValue(b, start)
-		if end < 0 {
-			return nil, false
+		if end <= start {
+			return
 		}
-		if nameIs(key, name) {
-			return b[start:end], true
+		if !yield(key, b[start:end]) {
+			return
 		}
 		i = skipSpace(b, end)
 		if i >= len(b) || b[i] != ',' {
-			return nil, false
+			return
 		}
 		i = skipSpace(b, i+1)
 	}
-	return nil, false
 }
 
 // closingQuote returns the index of the quote that closes the checked

@@ -50,6 +50,33 @@ func TestMember(t *testing.T) {
 	}
 }
 
+func TestMembers(t *testing.T) {
+	doc := []byte(`{"max_tokens":100,"messages":[{"role":"user","content":"` + strings.Repeat("x", 300) + `"}],"max_tokens":5,"n":3}`)
+	for _, tt := range []struct {
+		names []string
+		want  []string // "" for absent
+	}{
+		{[]string{"max_completion_tokens", "max_tokens", "max_output_tokens", "n"}, []string{"", "100", "", "3"}},
+		{[]string{"n", "n"}, []string{"3", "3"}},
+		{[]string{"absent"}, []string{""}},
+		{nil, nil},
+	} {
+		values := make([][]byte, len(tt.names)+1)
+		for i := range values {
+			values[i] = []byte("stale")
+		}
+		Members(doc, tt.names, values)
+		for i, name := range tt.names {
+			if string(values[i]) != tt.want[i] || (values[i] == nil) != (tt.want[i] == "") {
+				t.Errorf("Members(%q)[%s] = %q, want %q", tt.names, name, values[i], tt.want[i])
+			}
+		}
+		if string(values[len(tt.names)]) != "stale" {
+			t.Errorf("Members(%q) wrote past the names", tt.names)
+		}
+	}
+}
+
 // TestMemberUnchecked feeds Member broken documents: it may answer
 // anything but must not read past its input.
 func TestMemberUnchecked(t *testing.T) {
@@ -75,6 +102,14 @@ func FuzzMember(f *testing.F) {
 		r := gjson.GetBytes(b, name)
 		if found != r.Exists() || (found && string(got) != r.Raw) {
 			t.Fatalf("Member(%q, %q) = %q, %v; gjson %q, %v", b, name, got, found, r.Raw, r.Exists())
+		}
+		names := []string{"model", name, "n"}
+		values := make([][]byte, len(names))
+		Members(b, names, values)
+		for i, n := range names {
+			if r := gjson.GetBytes(b, n); string(values[i]) != r.Raw || (values[i] != nil) != r.Exists() {
+				t.Fatalf("Members(%q)[%q] = %q; gjson %q, %v", b, n, values[i], r.Raw, r.Exists())
+			}
 		}
 	})
 }
