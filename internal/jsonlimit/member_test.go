@@ -116,11 +116,29 @@ func FuzzMember(f *testing.F) {
 
 func utf8String(s string) bool { return CheckString(`"`+s+`"`) == nil && !strings.ContainsAny(s, `"`) }
 
-// BenchmarkMember asks the 200 KB chat request of the bench harness for a
-// member it lacks (stream_options, asked on every stream) and one it has
-// (model), with Member and with gjson.
+// BenchmarkMember asks the 200 KB chat request of the bench harness for
+// the rate limiter's estimate fields, a member it lacks (stream_options,
+// asked on every stream) and one it has (model), with Member(s) and with
+// gjson.
 func BenchmarkMember(b *testing.B) {
 	body := []byte(`{"model":"gpt-4o-mini","stream":true,"max_tokens":256,"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Write one short sentence about benchmarks. ` + strings.Repeat("x", 200000) + `"}]}`)
+	// The four members the rate limiter's token estimate reads.
+	names := []string{"max_completion_tokens", "max_tokens", "max_output_tokens", "n"}
+	b.Run("estimate/members", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		values := make([][]byte, len(names))
+		for b.Loop() {
+			Members(body, names, values)
+		}
+	})
+	b.Run("estimate/gjson", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		for b.Loop() {
+			gjson.GetManyBytes(body, names...)
+		}
+	})
 	for _, name := range []string{"stream_options", "model"} {
 		b.Run(name+"/member", func(b *testing.B) {
 			b.SetBytes(int64(len(body)))
