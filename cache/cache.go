@@ -37,7 +37,17 @@ const (
 	StatusRefresh      = "REFRESH"
 	StatusDisabled     = "DISABLED"
 	StatusSemanticMiss = "SEMANTIC MISS"
+	// StatusSemanticHit is an answer the semantic cache found by
+	// similarity rather than by exact key.
+	StatusSemanticHit = "SEMANTIC HIT"
 )
+
+// IsHit reports whether an x-gateway-cache-status value means the answer
+// came from the cache (exact or semantic), so no provider was called and
+// no tokens were spent.
+func IsHit(status string) bool {
+	return status == StatusHit || status == StatusSemanticHit
+}
 
 // Entry is one stored answer: always a complete OpenAI-format JSON body
 // (a streamed answer is stored assembled).

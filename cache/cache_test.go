@@ -219,3 +219,17 @@ func BenchmarkKey(b *testing.B) {
 		}
 	}
 }
+
+// TestIsHit: only the two hit statuses mean "answered from the cache";
+// the ledger and the rate limiter charge nothing for them.
+func TestIsHit(t *testing.T) {
+	for status, want := range map[string]bool{
+		StatusHit: true, StatusSemanticHit: true,
+		StatusMiss: false, StatusRefresh: false, StatusDisabled: false, StatusSemanticMiss: false,
+		"": false, "hit": false,
+	} {
+		if IsHit(status) != want {
+			t.Errorf("IsHit(%q) = %v", status, !want)
+		}
+	}
+}

@@ -172,8 +172,7 @@ func (f *flight) price(c *cost.Catalog) {
 	}
 	var usd float64
 	known := true
-	// "SEMANTIC HIT" is the semantic cache's hit status.
-	if res.label != cache.StatusHit && res.label != "SEMANTIC HIT" {
+	if !cache.IsHit(res.label) {
 		model := res.model
 		if model == "" && f.q != nil {
 			model = f.q.Call.Model

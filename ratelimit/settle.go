@@ -6,6 +6,8 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 )
@@ -46,7 +48,17 @@ func estimateParts(body []byte, size int64) (prompt, out int64) {
 	if len(body) == 0 {
 		return prompt, 0
 	}
-	f := gjson.GetManyBytes(body, "max_completion_tokens", "max_tokens", "max_output_tokens", "n")
+	// The body passed jsonlimit.Object (readBody): one walk that skips
+	// the prompt with a vector search finds the four members, where
+	// gjson walked it byte by byte for each one absent.
+	var raw [4][]byte
+	jsonlimit.Members(body, estimateFields[:], raw[:])
+	var f [4]gjson.Result
+	for i, v := range raw {
+		if v != nil {
+			f[i] = gjson.ParseBytes(v)
+		}
+	}
 	for _, r := range f[:3] {
 		if r.Type == gjson.Number {
 			out = r.Int()
@@ -62,6 +74,10 @@ func estimateParts(body []byte, size int64) (prompt, out int64) {
 	}
 	return prompt, out
 }
+
+// estimateFields are the members estimateParts reads: the output bounds
+// in order of precedence, then the number of choices.
+var estimateFields = [4]string{"max_completion_tokens", "max_tokens", "max_output_tokens", "n"}
 
 // usedTokens is what a finished request is charged on token policies, and
 // false when the outcome does not say:
@@ -80,8 +96,7 @@ func usedTokens(e *observe.Entry) (int64, bool) {
 	if e == nil {
 		return 0, false
 	}
-	switch e.CacheState {
-	case "HIT", "SEMANTIC HIT":
+	if cache.IsHit(e.CacheState) {
 		return 0, true
 	}
 	if e.Usage == nil {

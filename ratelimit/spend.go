@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"math"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/cost"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
@@ -61,8 +62,7 @@ func usedMicroUSD(e *observe.Entry) (int64, bool) {
 	if e == nil {
 		return 0, false
 	}
-	switch e.CacheState {
-	case "HIT", "SEMANTIC HIT":
+	if cache.IsHit(e.CacheState) {
 		return 0, true
 	}
 	if e.Usage == nil {

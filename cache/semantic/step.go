@@ -13,7 +13,7 @@ import (
 
 // StatusSemanticHit is x-gateway-cache-status for an answer found by
 // similarity.
-const StatusSemanticHit = "SEMANTIC HIT"
+const StatusSemanticHit = cache.StatusSemanticHit
 
 // DefaultEmbedTimeout bounds one embedding call when Cache.EmbedTimeout
 // is 0.
