@@ -1,6 +1,6 @@
 // Managed batches, provider job checks and fine-tuning routing, end to
 // end through the handler's /v1/files, /v1/batches and /v1/fine_tuning
-// routing (see the README's "Files, batches and fine-tuning").
+// routing (see docs/batches.md).
 
 package integration
 

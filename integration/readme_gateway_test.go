@@ -32,7 +32,7 @@ type exampleGateway struct {
 // startExampleGateway copies examples/ to a temporary directory and runs
 // it. Two addresses are redirected to a local OpenAI-format fake, so the
 // examples run offline: the Ollama address every example uses
-// (127.0.0.1:11434, in the configs and the README's commands) and the
+// (127.0.0.1:11434, in the configs and the commands of README.md and docs/) and the
 // `openai` virtual key, which gets a custom_host line. Nothing else of the
 // example changes.
 func startExampleGateway(t *testing.T) *exampleGateway {

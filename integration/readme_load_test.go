@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// TestSavedConfigValidatedAtLoad: the README says a Caddy config with an
+// TestSavedConfigValidatedAtLoad: docs/caddyfile.md says a Caddy config with an
 // invalid saved config fails to load, naming the id and the rule. Besides
 // the schema, that covers what a request naming the config would meet: an
 // unknown provider or virtual key, a conditional query or target name the
