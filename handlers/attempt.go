@@ -159,11 +159,11 @@ func (e *executor) attemptBody(ctx context.Context, t *routing.Target, try int, 
 		call:   &call,
 		tr:     tr,
 		// A non-stream answer is held whole when it has a deadline to
-		// meet, or when a sink or a stage must see it complete first.
+		// meet, or when a sink, hooks or an envelope must see it complete first.
 		hold:     (timer != nil || e.holdSuccess || tb.adapted || e.guards.holds(t) || (opts.sink != nil && opts.sink.Hold())) && !call.Stream,
 		validate: !call.Stream && tr == nil && checkedAnswer(call.Op),
 		// What cannot reach the client unheld: a translation, hooks
-		// that judge or annotate it, a stage that needs it whole.
+		// that judge or annotate it, an envelope that wraps it whole.
 		mustHold:  !call.Stream && (tr != nil || e.holdSuccess || tb.adapted || e.guards.holds(t)),
 		budget:    e.budget,
 		heldTotal: &e.heldBytes,

@@ -1,15 +1,11 @@
 package handlers
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-
-	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
@@ -68,79 +64,6 @@ func TestResponderHeld(t *testing.T) {
 		if strings.Contains(rec.Body.String(), "late") {
 			t.Fatalf("%s: a second answer was written", tt.name)
 		}
-	}
-}
-
-type beforeFunc func(ctx context.Context, q *Request) ([]byte, error)
-
-func (f beforeFunc) Before(ctx context.Context, q *Request) ([]byte, error) { return f(ctx, q) }
-
-type afterCheck struct {
-	async bool
-	deny  error
-	seen  chan *Answer
-}
-
-func (a *afterCheck) Async() bool { return a.async }
-func (a *afterCheck) After(_ context.Context, _ *Request, ans *Answer) ([]zap.Field, error) {
-	if a.seen != nil {
-		a.seen <- ans
-	}
-	return []zap.Field{zap.String("checked", "yes")}, a.deny
-}
-
-func TestRunBefore(t *testing.T) {
-	tests := []struct {
-		name      string
-		checks    []BeforeCheck
-		wantModel string
-		wantErr   int
-	}{
-		{"no change", []BeforeCheck{beforeFunc(func(context.Context, *Request) ([]byte, error) { return nil, nil })}, "a", 0},
-		{"transform", []BeforeCheck{beforeFunc(func(context.Context, *Request) ([]byte, error) { return []byte(`{"model":"b","stream":true}`), nil })}, "b", 0},
-		{"deny with status", []BeforeCheck{beforeFunc(func(context.Context, *Request) ([]byte, error) {
-			return nil, apierror.New(http.StatusForbidden, apierror.TypeInvalidRequest, "blocked")
-		})}, "a", 403},
-		{"deny plain error", []BeforeCheck{beforeFunc(func(context.Context, *Request) ([]byte, error) { return nil, errors.New("nope") })}, "a", 400},
-		{"transform to non-object", []BeforeCheck{beforeFunc(func(context.Context, *Request) ([]byte, error) { return []byte(`[1]`), nil })}, "a", 400},
-	}
-	for _, tt := range tests {
-		q := &Request{Call: providers.Call{Op: providers.OpChat, Body: []byte(`{"model":"a"}`), Model: "a"}}
-		err := runBefore(context.Background(), tt.checks, q)
-		if tt.wantErr != 0 {
-			if err == nil || apierror.As(err).Status != tt.wantErr {
-				t.Fatalf("%s: err %v", tt.name, err)
-			}
-			continue
-		}
-		if err != nil || q.Call.Model != tt.wantModel {
-			t.Fatalf("%s: err %v model %q", tt.name, err, q.Call.Model)
-		}
-	}
-}
-
-func TestRunAfter(t *testing.T) {
-	sync1 := &afterCheck{}
-	deny := &afterCheck{deny: apierror.New(http.StatusUnprocessableEntity, apierror.TypeInvalidRequest, "bad answer")}
-	async := &afterCheck{async: true, seen: make(chan *Answer, 1), deny: errors.New("ignored")}
-	a := &Answer{Status: 200, Body: []byte(`{"x":1}`)}
-	notes, err := runAfter(context.Background(), []AfterCheck{sync1, async}, &Request{}, a, false)
-	if err != nil || len(notes) != 1 {
-		t.Fatalf("sync: %v %v", notes, err)
-	}
-	select {
-	case <-async.seen:
-		t.Fatal("an async check ran before the answer was sent")
-	default:
-	}
-	if _, err := runAfter(context.Background(), []AfterCheck{sync1, async}, &Request{}, a, true); err != nil {
-		t.Fatal(err)
-	}
-	if got := <-async.seen; string(got.Body) != `{"x":1}` || &got.Body[0] == &a.Body[0] {
-		t.Fatal("async check must see a copy of the answer")
-	}
-	if _, err := runAfter(context.Background(), []AfterCheck{deny}, &Request{}, a, false); apierror.As(err).Status != 422 {
-		t.Fatalf("deny: %v", err)
 	}
 }
 

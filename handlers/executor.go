@@ -18,9 +18,9 @@ type executor struct {
 	q   *Request
 	r   *http.Request
 	out *responder
-	// holdSuccess holds every non-stream success whole, for stages that
-	// need the complete answer before the client has it (after-request
-	// checks, a prompt completion's envelope, a format adapter).
+	// holdSuccess holds every non-stream success whole, for what needs
+	// the complete answer before the client has it (a prompt
+	// completion's envelope, the semantic cache's embedding calls).
 	holdSuccess bool
 	// answerLimit, when set, bounds a held answer more tightly than
 	// max_response_body (the semantic cache's embedding calls).

@@ -58,11 +58,6 @@ type Gateway struct {
 	// Off by default: prompts and answers may be confidential.
 	TraceContent bool `json:"trace_content,omitempty"`
 
-	// Stages chooses the optional stages of each request (before- and
-	// after-request checks, a format adapter); nil means none. It is set
-	// by the module that provides them, not by JSON.
-	Stages StageSource `json:"-"`
-
 	app *app.App
 	// transports[guarded][tls]: plain and TLS, for trusted and for
 	// guarded attempts. A transport is TLS or not for all its upstreams;

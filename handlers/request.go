@@ -18,8 +18,8 @@ import (
 )
 
 // Request is one client request as the pipeline sees it. parse and plan
-// build it; after that nothing changes it, so the executor, the stages and
-// the responder may all read it without coordination.
+// build it; after that nothing changes it, so the executor, the steps
+// around it and the responder may all read it without coordination.
 type Request struct {
 	// Header holds the gateway headers, parsed.
 	Header *ingress.Headers
@@ -203,9 +203,9 @@ func inspectBody(r *http.Request, c *providers.Call) error {
 }
 
 // plan completes q: the routing plan (saved configs, virtual keys and
-// prompt targets resolved), the before-request checks, and each target's
-// own body. After plan, q does not change.
-func (g *Gateway) plan(r *http.Request, q *Request, st *Stages) error {
+// prompt targets resolved) and each target's own body. After plan, q
+// does not change.
+func (g *Gateway) plan(r *http.Request, q *Request) error {
 	var err error
 	if q.Plan == nil {
 		if q.Plan, err = routing.Resolve(q.RouteHeader, g.app, g.configs); err != nil {
@@ -216,11 +216,6 @@ func (g *Gateway) plan(r *http.Request, q *Request, st *Stages) error {
 		return err
 	}
 	takeVariables(q)
-	if st != nil && len(st.Before) > 0 {
-		if err := runBefore(r.Context(), st.Before, q); err != nil {
-			return err
-		}
-	}
 	if err := g.targetBodies(r, q); err != nil {
 		return err
 	}

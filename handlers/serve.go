@@ -43,8 +43,6 @@ type flight struct {
 	done   bool
 	// err is the message of the gateway's error answer, if any.
 	err string
-	// notes are the after-request checks' annotations.
-	notes []zap.Field
 	// costUSD and costKnown are the answer's price, when priced.
 	costUSD   float64
 	costKnown bool
@@ -129,13 +127,7 @@ func (g *Gateway) serve(r *http.Request, f *flight) error {
 // route plans q and runs the plan: the provider's part of the pipeline.
 func (g *Gateway) route(r *http.Request, q *Request, f *flight) error {
 	var err error
-	var st *Stages
-	if g.Stages != nil {
-		st = g.Stages.Stages(q)
-	}
-	if st != nil && st.Adapter != nil {
-		q.adapter = st.Adapter
-	} else if q.Call.Op == providers.OpResponses {
+	if q.Call.Op == providers.OpResponses {
 		// Bounds are checked here, before any provider call, for native
 		// and translated targets alike.
 		if q.adapter, err = g.responsesAdapter(r, q); err != nil {
@@ -143,20 +135,21 @@ func (g *Gateway) route(r *http.Request, q *Request, f *flight) error {
 		}
 	}
 	f.out.adapter, f.out.ctx = q.adapter, r.Context()
-	if err := g.plan(r, q, st); err != nil {
+	if err := g.plan(r, q); err != nil {
 		return err
 	}
 	f.planned = true
-	return g.run(r, q, st, f)
+	return g.run(r, q, f)
 }
 
 // run executes the plan and writes the final answer when no attempt has
 // written it yet.
-func (g *Gateway) run(r *http.Request, q *Request, st *Stages, f *flight) error {
+func (g *Gateway) run(r *http.Request, q *Request, f *flight) error {
 	ex := &executor{g: g, q: q, r: r, out: &f.out, budget: g.app.HeldBudget()}
 	// Held answers count against the budget until written below.
 	defer ex.releaseHeld()
-	ex.holdSuccess = q.Envelope || (st != nil && hasSync(st.After))
+	// A prompt completion's envelope wraps the whole answer.
+	ex.holdSuccess = q.Envelope
 	rq := &routing.Request{Metadata: q.RouteHeader.Metadata, MetadataRaw: q.RouteHeader.MetadataRaw, Params: q.Call.Body, Path: q.URLPath}
 	var exec routing.Executor = withCache(ex, g.cache)
 	gs, err := g.newGuardSession(q)
@@ -179,41 +172,11 @@ func (g *Gateway) run(r *http.Request, q *Request, st *Stages, f *flight) error 
 		// Async hooks run once the answer below was sent.
 		defer g.runAsync(r.Context(), res.hooks, f.out.traceID)
 	}
-	if st != nil && len(st.After) > 0 && res != nil {
-		a := answerOf(res, f.out.committed())
-		notes, err := runAfter(r.Context(), st.After, q, a, false)
-		f.notes = notes
-		if err != nil && !f.out.committed() {
-			return err
-		}
-		defer func() { _, _ = runAfter(r.Context(), st.After, q, a, true) }()
-	}
 	if res != nil && res.held != nil && !f.out.committed() {
 		f.out.held(res.held, res.info(), q.Envelope)
 	}
 	f.out.endStream(nil)
 	return nil
-}
-
-func hasSync(checks []AfterCheck) bool {
-	for _, c := range checks {
-		if !c.Async() {
-			return true
-		}
-	}
-	return false
-}
-
-// answerOf is the final answer as after-request checks see it.
-func answerOf(res *result, streamed bool) *Answer {
-	a := &Answer{Streamed: streamed, Model: res.model, Usage: res.usage}
-	if res.target != nil {
-		a.Provider = res.target.Settings.Provider
-	}
-	if h := res.held; h != nil && !streamed {
-		a.Status, a.Header, a.Body = h.status, h.header, h.body
-	}
-	return a
 }
 
 // setHeader records the parsed gateway headers and gives the responder
@@ -259,7 +222,6 @@ func (f *flight) finish() {
 	e.Error = f.err
 	f.logSteps(f.steps)
 	e.CostUSD, e.CostKnown = f.costUSD, f.costKnown
-	e.Extra = append(e.Extra, f.notes...)
 	res := f.res
 	switch {
 	case res != nil && f.done:
