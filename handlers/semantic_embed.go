@@ -1,14 +1,10 @@
 package handlers
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
 	"sync"
-
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache/semantic"
@@ -28,7 +24,8 @@ var embedIdentity = &app.Identity{Name: "semantic_cache"}
 // gatewayEmbedder is the semantic cache's Embedder: it sends an OpenAI
 // embeddings request through the gateway's own attempt machinery to the
 // configured virtual key, so any embeddings provider of the gateway
-// works, credentials are added only on the wire (credentials.go), and
+// works, credentials are added only on the wire (by the provider's
+// Prepare, when the attempt builds the upstream request), and
 // the connection obeys the same egress policy as every request to that
 // virtual key. Its errors name statuses and causes, never credentials,
 // URLs or answer bodies, because the cache logs them.
@@ -61,16 +58,11 @@ func (e *gatewayEmbedder) embed(ctx context.Context, text string) ([]float32, er
 		return nil, fmt.Errorf("embedding virtual key %q: no plan", e.virtualKey)
 	}
 	body := semantic.EmbeddingRequest(e.model, text)
-	r, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://llm-gateway.internal/v1/embeddings", bytes.NewReader(body))
+	w := &memoryWriter{header: make(http.Header), max: maxEmbeddingAnswer}
+	r, err := clientlessRequest(ctx, http.MethodPost, "/v1/embeddings", http.Header{"Content-Type": {"application/json"}}, body, w)
 	if err != nil {
 		return nil, err
 	}
-	r.Header.Set("Content-Type", "application/json")
-	r.RemoteAddr = "127.0.0.1:0"
-	w := &memoryWriter{header: make(http.Header), max: maxEmbeddingAnswer}
-	// The request's own Caddy variables: attempts record the address
-	// they dial in them.
-	r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), w, &caddyhttp.Server{})
 	q := &Request{
 		Header:       hdr,
 		RouteHeader:  hdr,

@@ -60,21 +60,14 @@ func (g *Gateway) Run(ctx context.Context, in *Input) (*Result, error) {
 	if method == "" {
 		method = http.MethodPost
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://llm-gateway.internal"+in.Path, bytes.NewReader(in.Body))
+	if in.Identity != nil {
+		ctx = context.WithValue(ctx, identityKey{}, in.Identity)
+	}
+	w := &memoryWriter{header: make(http.Header), max: g.MaxResponseBody}
+	req, err := clientlessRequest(ctx, method, in.Path, in.Header.Clone(), in.Body, w)
 	if err != nil {
 		return nil, err
 	}
-	if in.Header != nil {
-		req.Header = in.Header.Clone()
-	}
-	if in.Identity != nil {
-		req = req.WithContext(context.WithValue(req.Context(), identityKey{}, in.Identity))
-	}
-	req.RemoteAddr = "127.0.0.1:0"
-	w := &memoryWriter{header: make(http.Header), max: g.MaxResponseBody}
-	// A server of its own: no access log, so the gateway writes its own
-	// entry, and no client address to trust.
-	req = caddyhttp.PrepareRequest(req, caddy.NewReplacer(), w, &caddyhttp.Server{})
 	if stage, ok := g.app.Admission(in.Admission); ok && in.Identity != nil {
 		if !stage.Admit(w, req, in.Identity) {
 			out := &Result{Status: w.status, Header: w.header, Body: w.body.Bytes()}
@@ -95,6 +88,23 @@ func (g *Gateway) Run(ctx context.Context, in *Input) (*Result, error) {
 		return out, ErrIncomplete
 	}
 	return out, nil
+}
+
+// clientlessRequest builds the request of a call no HTTP client made (Run,
+// the semantic cache's embeddings) to path ("/v1/embeddings"), answered
+// into w. It gets a Caddy server of its own: no access log, so the
+// gateway writes its own entry; no client address to trust; and its own
+// replacer, in which attempts record the address they dial.
+func clientlessRequest(ctx context.Context, method, path string, header http.Header, body []byte, w http.ResponseWriter) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://llm-gateway.internal"+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	if header != nil {
+		req.Header = header
+	}
+	req.RemoteAddr = "127.0.0.1:0"
+	return caddyhttp.PrepareRequest(req, caddy.NewReplacer(), w, &caddyhttp.Server{}), nil
 }
 
 // identityKey carries Input.Identity. Only Run sets it, so no client
