@@ -3,7 +3,9 @@
 // recursively. Recursive validators and decoders use one stack frame per
 // nesting level, so a body of a few megabytes of "[" can exhaust the
 // goroutine stack and end the process; Check scans iteratively and refuses
-// such input first.
+// such input first. Member and Members then read top-level members of a
+// checked object without walking the values they skip, so asking a large
+// prompt for a field it lacks costs a vector search, not a parse.
 package jsonlimit
 
 import (
