@@ -18,7 +18,7 @@ type Selector struct {
 	Number int
 }
 
-// ParseRef splits a prompt reference as the spec's promptId: "<id or
+// ParseRef splits a prompt reference (a promptId): "<id or
 // slug>" for the published version, "<id or slug>@latest" for the newest
 // and "<id or slug>@<n>" for version n (a positive decimal integer). Any
 // other suffix, including Portkey's environment labels such as
@@ -72,7 +72,7 @@ func Pick(p *Prompt, sel Selector) (*Version, error) {
 }
 
 // Resolve finds the prompt and version a promptId names for a workspace,
-// with the spec's suffix rules (see ParseRef). It never does storage I/O
+// with ParseRef's suffix rules. It never does storage I/O
 // unless the registry's snapshot is due for a reload. Errors are
 // *apierror.Error: 400 for a bad suffix, 404 for an unknown prompt or
 // version or an unpublished prompt called bare, 503 when the store cannot

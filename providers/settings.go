@@ -7,8 +7,8 @@ import (
 
 // Settings are the fields that say how to reach one provider: the slug,
 // credentials, a custom host and each cloud's own fields. A virtual key
-// stores exactly this; a configuration target carries it inline. JSON names
-// are the spec's.
+// stores exactly this; a configuration target carries it inline. The JSON
+// names are the ones configs and x-gateway-* headers use.
 type Settings struct {
 	Provider   string `json:"provider,omitempty"`
 	APIKey     string `json:"api_key,omitempty"`

@@ -7,9 +7,9 @@ package responses
 // for their OpenAI-compatible endpoints (research wave2 §1.6, §1.8).
 var nativeProviders = map[string]bool{
 	"openai":       true,
-	"vendor":       true, // the spec's neutral alias of openai
+	"vendor":       true, // the neutral alias of openai
 	"azure-openai": true,
-	"cloudb":       true, // the spec's neutral alias of azure-openai
+	"cloudb":       true, // the neutral alias of azure-openai
 	"x-ai":         true,
 	"groq":         true,
 	"openrouter":   true,

@@ -79,10 +79,9 @@ func (r *Request) Stored() bool { return r.Store == nil || *r.Store }
 // TruncationAuto reports whether the client asked for truncation "auto".
 func (r *Request) TruncationAuto() bool { return r.Truncation == "auto" }
 
-// Include values OpenAI accepts. SPEC.md lists three of them; the others
-// are OpenAI's current ones, which SDK-based agents send (Codex sends
-// reasoning.encrypted_content), so refusing them would break those
-// clients.
+// Include values OpenAI accepts: all of OpenAI's current ones, since
+// SDK-based agents send them (Codex sends reasoning.encrypted_content)
+// and refusing any would break those clients.
 var includeValues = []string{
 	"file_search_call.results",
 	"message.input_image.image_url",
@@ -103,7 +102,7 @@ const (
 	maxMetadataValue = 512
 )
 
-// Parse reads a Responses create body and checks the spec's bounds, for
+// Parse reads a Responses create body and checks the gateway's bounds, for
 // native and translated targets alike, before any provider call. Model
 // names are not restricted.
 func Parse(body []byte) (*Request, error) {

@@ -51,7 +51,8 @@ type StreamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
 }
 
-// Thinking is the spec's extended-thinking field, shaped like Anthropic's.
+// Thinking is the extended-thinking field clients send, shaped like
+// Anthropic's.
 type Thinking struct {
 	Type         string `json:"type"`
 	BudgetTokens *int64 `json:"budget_tokens,omitempty"`

@@ -2,9 +2,9 @@ package all
 
 import "github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 
-// aliases maps the specification's neutral provider words to the slugs
-// that implement them, so a client that names a provider as the spec
-// does ("clouda", …) reaches it. Imports above have registered the
+// aliases maps the neutral provider words configs may use ("vendor",
+// "clouda", …) to the slugs that implement them, so either name reaches
+// the provider. Imports above have registered the
 // targets by the time this init runs.
 var aliases = map[string]string{
 	"vendor": "openai",
