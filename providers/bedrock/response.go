@@ -67,55 +67,6 @@ type cvUsage struct {
 	CacheWriteInputTokens int64 `json:"cacheWriteInputTokens"`
 }
 
-// The OpenAI chat completion written to the client.
-type chatCompletion struct {
-	ID      string       `json:"id"`
-	Object  string       `json:"object"`
-	Created int64        `json:"created"`
-	Model   string       `json:"model"`
-	Choices []chatChoice `json:"choices"`
-	Usage   *oaUsage     `json:"usage,omitempty"`
-}
-
-type chatChoice struct {
-	Index        int             `json:"index"`
-	Message      chatOutMessage  `json:"message"`
-	Logprobs     json.RawMessage `json:"logprobs"`
-	FinishReason string          `json:"finish_reason"`
-}
-
-type chatOutMessage struct {
-	Role             string       `json:"role"`
-	Content          *string      `json:"content"`
-	ReasoningContent string       `json:"reasoning_content,omitempty"`
-	ToolCalls        []oaToolCall `json:"tool_calls,omitempty"`
-	Refusal          *string      `json:"refusal"`
-}
-
-type oaToolCall struct {
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
-
-type oaUsage struct {
-	PromptTokens        int64 `json:"prompt_tokens"`
-	CompletionTokens    int64 `json:"completion_tokens"`
-	TotalTokens         int64 `json:"total_tokens"`
-	PromptTokensDetails *struct {
-		CachedTokens int64 `json:"cached_tokens"`
-	} `json:"prompt_tokens_details,omitempty"`
-	// CacheCreationInputTokens is the cache-write count under the name
-	// the Anthropic translation uses, for clients that price cache
-	// writes.
-	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens,omitempty"`
-}
-
-var jsonNull = json.RawMessage("null")
-
 // Response implements providers.Translator.
 func (chatTranslator) Response(c *providers.Call, body []byte) ([]byte, *providers.Usage, error) {
 	if err := oaiwire.CheckAnswer(Slug, body); err != nil {
@@ -128,7 +79,7 @@ func (chatTranslator) Response(c *providers.Call, body []byte) ([]byte, *provide
 	if r.Output.Message == nil {
 		return nil, nil, errors.New("bedrock: response has no output.message")
 	}
-	msg := chatOutMessage{Role: "assistant"}
+	msg := oaiwire.ResponseMessage{Role: "assistant"}
 	var text, reasoning strings.Builder
 	hasText := false
 	for _, b := range r.Output.Message.Content {
@@ -137,7 +88,7 @@ func (chatTranslator) Response(c *providers.Call, body []byte) ([]byte, *provide
 			text.WriteString(*b.Text)
 			hasText = true
 		case b.ToolUse != nil:
-			tc := oaToolCall{ID: b.ToolUse.ToolUseID, Type: "function"}
+			tc := oaiwire.ToolCall{ID: b.ToolUse.ToolUseID, Type: "function"}
 			tc.Function.Name = b.ToolUse.Name
 			tc.Function.Arguments = compactJSON(b.ToolUse.Input)
 			msg.ToolCalls = append(msg.ToolCalls, tc)
@@ -150,12 +101,12 @@ func (chatTranslator) Response(c *providers.Call, body []byte) ([]byte, *provide
 		msg.Content = &s
 	}
 	msg.ReasoningContent = reasoning.String()
-	out := chatCompletion{
+	out := oaiwire.ChatCompletion{
 		ID:      newID(),
 		Object:  "chat.completion",
 		Created: now().Unix(),
 		Model:   c.Model,
-		Choices: []chatChoice{{Message: msg, Logprobs: jsonNull, FinishReason: FinishReason(r.StopReason)}},
+		Choices: []oaiwire.Choice{{Message: msg, Logprobs: oaiwire.NullJSON, FinishReason: FinishReason(r.StopReason)}},
 	}
 	var usage *providers.Usage
 	if r.Usage != nil {
@@ -198,12 +149,14 @@ func convertUsage(u *cvUsage) *providers.Usage {
 	return out
 }
 
-func openAIUsage(u *providers.Usage) *oaUsage {
-	out := &oaUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens, CacheCreationInputTokens: u.CacheWriteTokens}
+// openAIUsage is the usage object Bedrock answers carry: details only
+// when some prompt tokens were read from the cache, and the cache-write
+// count under the name the Anthropic translation uses, for clients that
+// price cache writes.
+func openAIUsage(u *providers.Usage) *oaiwire.UsageOut {
+	out := &oaiwire.UsageOut{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens, CacheCreationInputTokens: u.CacheWriteTokens}
 	if u.CachedTokens > 0 {
-		out.PromptTokensDetails = &struct {
-			CachedTokens int64 `json:"cached_tokens"`
-		}{u.CachedTokens}
+		out.PromptTokensDetails = &oaiwire.PromptDetails{CachedTokens: u.CachedTokens}
 	}
 	return out
 }
