@@ -7,10 +7,13 @@ import (
 	"strings"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/oaiwire"
 )
 
 // The OpenAI chat request, as far as Converse can express it. Fields not
-// listed here are dropped: Converse rejects unknown fields.
+// listed here are dropped: Converse rejects unknown fields. Content, stop,
+// tool_choice and thinking stay raw because Converse's translation reads
+// their every form itself; tool calls and tools are oaiwire's.
 type chatRequest struct {
 	Messages            []chatMessage   `json:"messages"`
 	MaxTokens           *int64          `json:"max_tokens"`
@@ -20,34 +23,16 @@ type chatRequest struct {
 	TopK                json.RawMessage `json:"top_k"`
 	Stop                json.RawMessage `json:"stop"`
 	N                   *int            `json:"n"`
-	Tools               []chatTool      `json:"tools"`
+	Tools               []oaiwire.Tool  `json:"tools"`
 	ToolChoice          json.RawMessage `json:"tool_choice"`
 	Thinking            json.RawMessage `json:"thinking"`
 }
 
 type chatMessage struct {
-	Role       string          `json:"role"`
-	Content    json.RawMessage `json:"content"`
-	ToolCalls  []chatToolCall  `json:"tool_calls"`
-	ToolCallID string          `json:"tool_call_id"`
-}
-
-type chatToolCall struct {
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
-
-type chatTool struct {
-	Type     string `json:"type"`
-	Function struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-	} `json:"function"`
+	Role       string             `json:"role"`
+	Content    json.RawMessage    `json:"content"`
+	ToolCalls  []oaiwire.ToolCall `json:"tool_calls"`
+	ToolCallID string             `json:"tool_call_id"`
 }
 
 type contentPart struct {
@@ -393,7 +378,7 @@ func stopSequences(raw json.RawMessage) ([]string, error) {
 // toolConfig maps tools and tool_choice. OpenAI's "none" has no Converse
 // equivalent: the tools are left out unless the conversation already holds
 // tool blocks, which Converse only accepts with a toolConfig.
-func toolConfig(tools []chatTool, choice json.RawMessage, hasToolBlocks bool) (*cvToolConfig, error) {
+func toolConfig(tools []oaiwire.Tool, choice json.RawMessage, hasToolBlocks bool) (*cvToolConfig, error) {
 	if len(tools) == 0 {
 		return nil, nil
 	}
