@@ -7,35 +7,35 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/oaiwire"
 )
 
 // chatRequest is the Chat Completions body ToChat builds. Only fields the
 // Responses request set are written. max_output_tokens goes out as
 // max_tokens: every translator reads it, and OpenAI-compatible servers
 // without a native Responses API (Mistral, older vLLM) know it where
-// some refuse max_completion_tokens.
+// some refuse max_completion_tokens. Tools and stream options are
+// oaiwire's types; messages, tool calls, tool_choice and response_format
+// stay raw JSON here because they pass through what the client wrote,
+// which oaiwire's reading types would normalise.
 type chatRequest struct {
-	Model             string          `json:"model"`
-	Messages          []chatMessage   `json:"messages"`
-	MaxTokens         *int64          `json:"max_tokens,omitempty"`
-	Temperature       *float64        `json:"temperature,omitempty"`
-	TopP              *float64        `json:"top_p,omitempty"`
-	Logprobs          bool            `json:"logprobs,omitempty"`
-	TopLogprobs       *int64          `json:"top_logprobs,omitempty"`
-	Tools             []chatTool      `json:"tools,omitempty"`
-	ToolChoice        json.RawMessage `json:"tool_choice,omitempty"`
-	ParallelToolCalls *bool           `json:"parallel_tool_calls,omitempty"`
-	ResponseFormat    json.RawMessage `json:"response_format,omitempty"`
-	Verbosity         string          `json:"verbosity,omitempty"`
-	ReasoningEffort   string          `json:"reasoning_effort,omitempty"`
-	User              string          `json:"user,omitempty"`
-	PromptCacheKey    string          `json:"prompt_cache_key,omitempty"`
-	Stream            bool            `json:"stream,omitempty"`
-	StreamOptions     *streamOptions  `json:"stream_options,omitempty"`
-}
-
-type streamOptions struct {
-	IncludeUsage bool `json:"include_usage"`
+	Model             string                 `json:"model"`
+	Messages          []chatMessage          `json:"messages"`
+	MaxTokens         *int64                 `json:"max_tokens,omitempty"`
+	Temperature       *float64               `json:"temperature,omitempty"`
+	TopP              *float64               `json:"top_p,omitempty"`
+	Logprobs          bool                   `json:"logprobs,omitempty"`
+	TopLogprobs       *int64                 `json:"top_logprobs,omitempty"`
+	Tools             []oaiwire.Tool         `json:"tools,omitempty"`
+	ToolChoice        json.RawMessage        `json:"tool_choice,omitempty"`
+	ParallelToolCalls *bool                  `json:"parallel_tool_calls,omitempty"`
+	ResponseFormat    json.RawMessage        `json:"response_format,omitempty"`
+	Verbosity         string                 `json:"verbosity,omitempty"`
+	ReasoningEffort   string                 `json:"reasoning_effort,omitempty"`
+	User              string                 `json:"user,omitempty"`
+	PromptCacheKey    string                 `json:"prompt_cache_key,omitempty"`
+	Stream            bool                   `json:"stream,omitempty"`
+	StreamOptions     *oaiwire.StreamOptions `json:"stream_options,omitempty"`
 }
 
 type chatMessage struct {
@@ -53,16 +53,6 @@ type chatToolCall struct {
 		Arguments string `json:"arguments"`
 	} `json:"function"`
 	ExtraContent json.RawMessage `json:"extra_content,omitempty"`
-}
-
-type chatTool struct {
-	Type     string `json:"type"`
-	Function struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description,omitempty"`
-		Parameters  json.RawMessage `json:"parameters"`
-		Strict      *bool           `json:"strict,omitempty"`
-	} `json:"function"`
 }
 
 // Conversation returns the items a translated call sends: the replayed
@@ -106,7 +96,7 @@ func ToChat(r *Request, items []Item) ([]byte, error) {
 	}
 	if r.Stream {
 		// Usage is needed for response.completed.
-		out.StreamOptions = &streamOptions{IncludeUsage: true}
+		out.StreamOptions = &oaiwire.StreamOptions{IncludeUsage: true}
 	}
 	if r.Instructions != nil && *r.Instructions != "" {
 		out.Messages = append(out.Messages, chatMessage{Role: "system", Content: jsonString(*r.Instructions)})
@@ -301,8 +291,8 @@ var defaultParameters = json.RawMessage(`{"type":"object","properties":{}}`)
 // convertTools maps function tools to chat tools and refuses every other
 // kind, naming it: a translated provider cannot run OpenAI's built-in
 // tools, and dropping one would change the answer silently.
-func convertTools(tools []json.RawMessage) ([]chatTool, error) {
-	out := make([]chatTool, 0, len(tools))
+func convertTools(tools []json.RawMessage) ([]oaiwire.Tool, error) {
+	out := make([]oaiwire.Tool, 0, len(tools))
 	for i, raw := range tools {
 		t := gjson.ParseBytes(raw)
 		typ := t.Get("type").String()
@@ -312,7 +302,7 @@ func convertTools(tools []json.RawMessage) ([]chatTool, error) {
 			}
 			return nil, apierror.BadRequest("tools", "Tool '%s' is not supported for this provider: the gateway translates the Responses API for it and cannot run OpenAI's built-in tools. Remove it or route to an OpenAI target.", typ).WithCode("unsupported_tool")
 		}
-		var ct chatTool
+		var ct oaiwire.Tool
 		ct.Type = "function"
 		ct.Function.Name = t.Get("name").String()
 		if ct.Function.Name == "" {
@@ -337,7 +327,7 @@ func convertTools(tools []json.RawMessage) ([]chatTool, error) {
 
 // convertToolChoice maps the flat Responses tool_choice to chat's. An
 // allowed_tools choice narrows the tool list and keeps its mode.
-func convertToolChoice(raw json.RawMessage, tools []chatTool) (json.RawMessage, []chatTool, error) {
+func convertToolChoice(raw json.RawMessage, tools []oaiwire.Tool) (json.RawMessage, []oaiwire.Tool, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, tools, nil
 	}

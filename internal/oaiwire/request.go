@@ -111,16 +111,17 @@ func (t *ToolCall) ThoughtSignature() string {
 	return t.ExtraContent.Google.ThoughtSignature
 }
 
-// Tool is a function tool definition.
+// Tool is a function tool definition, as translators read it and as the
+// Responses translation writes it (absent optional members are omitted).
 type Tool struct {
 	Type     string `json:"type"`
 	Function struct {
 		Name        string          `json:"name"`
-		Description string          `json:"description"`
+		Description string          `json:"description,omitempty"`
 		Parameters  json.RawMessage `json:"parameters"`
-		Strict      *bool           `json:"strict"`
+		Strict      *bool           `json:"strict,omitempty"`
 	} `json:"function"`
-	CacheControl json.RawMessage `json:"cache_control"`
+	CacheControl json.RawMessage `json:"cache_control,omitempty"`
 }
 
 // ToolChoice is tool_choice: a mode ("auto", "none", "required") or a
