@@ -154,17 +154,20 @@ func (e *executor) attemptBody(ctx context.Context, t *routing.Target, try int, 
 			client, commit = sg, sg.commit
 		}
 	}
+	held := holdReasons(call.Stream,
+		holdDeadline.when(timer != nil),
+		holdSink.when(opts.sink != nil && opts.sink.Hold()),
+		holdWhole.when(e.holdSuccess),
+		holdAdapted.when(tb.adapted),
+		holdHooks.when(e.guards.holds(t)),
+		holdTranslated.when(tr != nil))
 	c := &capture{
-		client: client,
-		call:   &call,
-		tr:     tr,
-		// A non-stream answer is held whole when it has a deadline to
-		// meet, or when a sink, hooks or an envelope must see it complete first.
-		hold:     (timer != nil || e.holdSuccess || tb.adapted || e.guards.holds(t) || (opts.sink != nil && opts.sink.Hold())) && !call.Stream,
-		validate: !call.Stream && tr == nil && checkedAnswer(call.Op),
-		// What cannot reach the client unheld: a translation, hooks
-		// that judge or annotate it, an envelope that wraps it whole.
-		mustHold:  !call.Stream && (tr != nil || e.holdSuccess || tb.adapted || e.guards.holds(t)),
+		client:    client,
+		call:      &call,
+		tr:        tr,
+		hold:      held.holds(),
+		validate:  !call.Stream && tr == nil && checkedAnswer(call.Op),
+		mustHold:  held.must(),
 		budget:    e.budget,
 		heldTotal: &e.heldBytes,
 		maxBody:   e.maxBody(),
