@@ -176,8 +176,13 @@ func (a *App) Provision(ctx caddy.Context) error {
 		}
 		resolved := *vk
 		resolved.Provider = strings.ToLower(resolved.Provider)
-		if err := replaceStrings(repl, &resolved); err != nil {
+		unset, err := replaceStrings(repl, &resolved)
+		if err != nil {
 			return fmt.Errorf("virtual key %q: %v", name, err)
+		}
+		for _, u := range unset {
+			a.logger.Warn("virtual key credential is empty: requests through this virtual key fail with 401 missing_provider_key until it is set and the config reloaded",
+				zap.String("virtual_key", name), zap.String("field", u.field), zap.String("placeholder", u.placeholder))
 		}
 		if err := checkCredentials(&resolved); err != nil {
 			return fmt.Errorf("virtual key %q: %v", name, err)
@@ -272,12 +277,21 @@ func keyDigest(repl *caddy.Replacer, key string) ([sha256.Size]byte, error) {
 	return sha256.Sum256([]byte(resolved)), nil
 }
 
+// unsetField is a virtual key's api_key whose placeholder resolved to
+// nothing: named for the load's warning, never with a value.
+type unsetField struct{ field, placeholder string }
+
 // replaceStrings resolves placeholders in every string field of s. A
 // placeholder that resolves to nothing (an unset {env.VAR}) fails the
-// load, naming the field and the placeholder, never a value: a virtual
-// key with a missing credential would otherwise start and fail every
-// request later with a misleading message.
-func replaceStrings(repl *caddy.Replacer, s *providers.Settings) error {
+// load, naming the field and the placeholder, never a value, except in
+// api_key: a virtual key without its key still starts (the gateway is
+// usable with its other keys and local models, as the example's newcomer
+// and the benchmark harness run it) and every request through it is a
+// clear 401 missing_provider_key. Those are returned for a warning. An
+// address or cloud field never resolves to empty silently: it would send
+// requests somewhere else.
+func replaceStrings(repl *caddy.Replacer, s *providers.Settings) ([]unsetField, error) {
+	var unset []unsetField
 	v := reflect.ValueOf(s).Elem()
 	t := v.Type()
 	for i := 0; i < v.NumField(); i++ {
@@ -285,14 +299,19 @@ func replaceStrings(repl *caddy.Replacer, s *providers.Settings) error {
 		if f.Kind() != reflect.String || !strings.Contains(f.String(), "{") {
 			continue
 		}
+		name := jsonName(t.Field(i))
 		for _, ph := range placeholders(f.String()) {
-			if repl.ReplaceAll(ph, "") == "" {
-				return fmt.Errorf("%s: %s is empty (is %s set?)", jsonName(t.Field(i)), ph, placeholderSubject(ph))
+			if repl.ReplaceAll(ph, "") != "" {
+				continue
 			}
+			if name != "api_key" {
+				return nil, fmt.Errorf("%s: %s is empty (is %s set?)", name, ph, placeholderSubject(ph))
+			}
+			unset = append(unset, unsetField{name, ph})
 		}
 		f.SetString(repl.ReplaceAll(f.String(), ""))
 	}
-	return nil
+	return unset, nil
 }
 
 // placeholders returns the {…} placeholders in s.

@@ -9,25 +9,37 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
-func TestReplaceStringsRefusesEmptyPlaceholders(t *testing.T) {
+// TestReplaceStringsEmptyPlaceholders: an unset placeholder in api_key is
+// reported (the key starts and answers 401 at use); anywhere else, such as
+// an address, it fails the load, naming the field and placeholder, never a
+// value.
+func TestReplaceStringsEmptyPlaceholders(t *testing.T) {
 	t.Setenv("APP_TEST_SET", "sk-app-test-value")
 	tests := []struct {
-		name    string
-		s       providers.Settings
-		wantErr []string
+		name      string
+		s         providers.Settings
+		wantUnset []unsetField
+		wantErr   []string
 	}{
 		{name: "set", s: providers.Settings{APIKey: "{env.APP_TEST_SET}"}},
 		{name: "literal", s: providers.Settings{APIKey: "sk-literal"}},
-		{name: "unset", s: providers.Settings{APIKey: "{env.APP_TEST_UNSET_XYZ}"}, wantErr: []string{"api_key", "{env.APP_TEST_UNSET_XYZ}", "environment variable APP_TEST_UNSET_XYZ"}},
-		{name: "unset inside", s: providers.Settings{APIKey: "{env.APP_TEST_SET}", CustomHost: "http://h:{env.APP_TEST_UNSET_PORT}/v1"}, wantErr: []string{"custom_host", "APP_TEST_UNSET_PORT"}},
+		{name: "unset api_key", s: providers.Settings{APIKey: "{env.APP_TEST_UNSET_XYZ}"}, wantUnset: []unsetField{{"api_key", "{env.APP_TEST_UNSET_XYZ}"}}},
+		{name: "unset inside an address", s: providers.Settings{APIKey: "{env.APP_TEST_SET}", CustomHost: "http://h:{env.APP_TEST_UNSET_PORT}/v1"}, wantErr: []string{"custom_host", "APP_TEST_UNSET_PORT"}},
+		{name: "unset cloud secret", s: providers.Settings{CloudAAccessKeyID: "{env.APP_TEST_SET}", CloudASecretAccessKey: "{env.APP_TEST_UNSET_SECRET}"}, wantErr: []string{"clouda_secret_access_key", "APP_TEST_UNSET_SECRET"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := tt.s
-			err := replaceStrings(caddy.NewReplacer(), &s)
+			unset, err := replaceStrings(caddy.NewReplacer(), &s)
 			if len(tt.wantErr) == 0 {
 				if err != nil {
 					t.Fatal(err)
+				}
+				if len(unset) != len(tt.wantUnset) || (len(unset) > 0 && unset[0] != tt.wantUnset[0]) {
+					t.Fatalf("unset %v, want %v", unset, tt.wantUnset)
+				}
+				if len(unset) > 0 && s.APIKey != "" {
+					t.Fatalf("an unset api_key resolved to %q", s.APIKey)
 				}
 				return
 			}
