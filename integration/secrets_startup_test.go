@@ -5,20 +5,17 @@ import (
 	"testing"
 )
 
-// TestVirtualKeyEmptyCredentialFailsLoad: a virtual key whose {env.VAR}
-// is unset, or whose cloud credentials are half given, fails the config
-// load with an error naming the key and the variable or field.
+// TestVirtualKeyEmptyCredentialFailsLoad: a virtual key whose address or
+// cloud credential {env.VAR} is unset, or whose cloud credentials are half
+// given, fails the config load with an error naming the key and the
+// variable or field. (An unset api_key loads: see
+// TestVirtualKeyUnsetAPIKeyAnswers401.)
 func TestVirtualKeyEmptyCredentialFailsLoad(t *testing.T) {
 	t.Setenv("TEST_SET_SECRET", "sk-startup-secret-value")
 	tests := []struct {
 		name, llm string
 		want      []string
 	}{
-		{
-			name: "unset api key variable",
-			llm:  "virtual_key vk-unset {\n\t\t\tprovider openai\n\t\t\tapi_key {env.TEST_UNSET_PROVIDER_KEY_XYZ}\n\t\t}",
-			want: []string{`virtual key "vk-unset"`, "api_key", "TEST_UNSET_PROVIDER_KEY_XYZ"},
-		},
 		{
 			name: "unset variable inside a value",
 			llm:  "virtual_key vk-host {\n\t\t\tprovider openai\n\t\t\tapi_key {env.TEST_SET_SECRET}\n\t\t\tcustom_host http://127.0.0.1:{env.TEST_UNSET_PORT_XYZ}\n\t\t}",
@@ -52,8 +49,30 @@ func TestVirtualKeyEmptyCredentialFailsLoad(t *testing.T) {
 		})
 	}
 	// With the variable set, the same key loads.
-	t.Setenv("TEST_UNSET_PROVIDER_KEY_XYZ", "sk-now-set")
+	t.Setenv("TEST_UNSET_PORT_XYZ", "9")
 	loadSite(t, site{LLM: tests[0].llm})
+}
+
+// TestVirtualKeyUnsetAPIKeyAnswers401: a virtual key whose api_key
+// placeholder is unset does not stop the gateway (the example starts
+// without OPENAI_API_KEY for local models): the load warns, naming the key
+// and the placeholder, and each request through it is a 401
+// missing_provider_key that reaches no provider.
+func TestVirtualKeyUnsetAPIKeyAnswers401(t *testing.T) {
+	fake := newFakeOpenAI(t)
+	loadSite(t, site{LLM: "virtual_key vk-unset {\n\t\t\tprovider openai\n\t\t\tapi_key {env.TEST_UNSET_PROVIDER_KEY_XYZ}\n\t\t\tcustom_host " + fake.URL + "\n\t\t}"})
+	resp, raw := do(t, "POST", "/chat/completions", []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), "x-gateway-virtual-key", "vk-unset")
+	r := refusalOf(t, resp.StatusCode, raw)
+	if r.status != 401 || r.code != "missing_provider_key" {
+		t.Fatalf("got %+v, want 401 missing_provider_key", r)
+	}
+	if n := fake.count(); n != 0 {
+		t.Fatalf("the provider was called %d times", n)
+	}
+	log := readLog(t)
+	if !strings.Contains(log, "virtual key credential is empty") || !strings.Contains(log, "vk-unset") || !strings.Contains(log, "TEST_UNSET_PROVIDER_KEY_XYZ") {
+		t.Fatalf("no load warning naming the key and placeholder in the log")
+	}
 }
 
 // TestTransportProxyProtocolRefused: the PROXY protocol would tell every
