@@ -1,0 +1,501 @@
+package keys
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/kvstore"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+)
+
+// Options configure a Store.
+type Options struct {
+	// KV keeps the records: Caddy's storage, or kvstore.Redis.
+	KV kvstore.KV
+	// Redis, when set, is the Redis KV lives in: changes are announced on
+	// a pub/sub channel and the change counter is an INCR, so every
+	// instance applies a change as soon as it is published.
+	Redis redis.UniversalClient
+	// Prefix is where records live in KV (default "llm_gateway/keys").
+	Prefix string
+	// Hasher digests gateway keys (required).
+	Hasher *Hasher
+	// Sealer encrypts provider credentials; nil refuses API virtual keys.
+	Sealer *Sealer
+	// Attach builds the value Lookup returns for a key record (the app's
+	// identity), once per record change rather than once per request.
+	Attach func(*APIKey) any
+	// Poll is how often the change counter is read, the bound on how long
+	// a missed announcement goes unseen (default 1s).
+	Poll time.Duration
+	// Logger receives store failures (never a secret).
+	Logger *zap.Logger
+	// Now replaces time.Now in tests.
+	Now func() time.Time
+}
+
+// Record kinds, the folders of the store.
+const (
+	kindAPIKeys     = "api_keys"
+	kindVirtualKeys = "virtual_keys"
+	kindConfigs     = "configs"
+)
+
+// Store holds the API's records in a KV and serves them from memory. The
+// request path (Lookup, VirtualKey, Config) takes a read lock and does no
+// I/O; writes go to the KV first, then to memory, then are announced.
+type Store struct {
+	opts    Options
+	prefix  string
+	writeMu sync.Mutex // serialises this instance's writes
+
+	mu      sync.RWMutex
+	idx     *index
+	applied atomic.Int64 // the change counter the index reflects
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// index is every record in memory. Records in it are never modified: a
+// change replaces the pointer.
+type index struct {
+	byDigest map[Digest]*entry
+	apiKeys  map[string]*APIKey
+	order    []string // api key ids, sorted (UUIDv7: creation order)
+	vks      map[string]*vkEntry
+	vkSlug   map[wsName]*vkEntry
+	configs  map[string]*Config
+	cfgSlug  map[wsName]*Config
+}
+
+// wsName is a name within one workspace.
+type wsName struct{ ws, name string }
+
+type entry struct {
+	rec  *APIKey
+	ext  any
+	prev bool
+}
+
+type vkEntry struct {
+	rec      *VirtualKey
+	settings *providers.Settings // decrypted; nil when it does not open
+}
+
+func newIndex() *index {
+	return &index{
+		byDigest: map[Digest]*entry{}, apiKeys: map[string]*APIKey{},
+		vks: map[string]*vkEntry{}, vkSlug: map[wsName]*vkEntry{},
+		configs: map[string]*Config{}, cfgSlug: map[wsName]*Config{},
+	}
+}
+
+// New returns a store over opts.KV. Call Load to read the records and
+// Start to follow other instances' changes.
+func New(opts Options) (*Store, error) {
+	if opts.KV == nil || opts.Hasher == nil {
+		return nil, errors.New("keys: a KV and a Hasher are required")
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = "llm_gateway/keys"
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Attach == nil {
+		opts.Attach = func(*APIKey) any { return nil }
+	}
+	return &Store{opts: opts, prefix: strings.TrimSuffix(opts.Prefix, "/"), idx: newIndex()}, nil
+}
+
+// CanSeal reports whether API virtual keys can be stored (an encryption
+// key is configured).
+func (s *Store) CanSeal() bool { return s.opts.Sealer != nil }
+
+// Hasher returns the store's key hasher.
+func (s *Store) Hasher() *Hasher { return s.opts.Hasher }
+
+func (s *Store) now() time.Time { return s.opts.Now().UTC() }
+
+func (s *Store) recordKey(kind, id string) string { return s.prefix + "/" + kind + "/" + id + ".json" }
+
+// Result is what Lookup found.
+type Result int
+
+// Lookup results.
+const (
+	Unknown Result = iota
+	Valid
+	Expired
+	Revoked
+	Disabled
+	Exhausted
+	RotatedOut
+)
+
+// Lookup finds the record of a presented key: O(1) whatever the number of
+// keys, one HMAC and one map read. ext is the Attach value of the record.
+func (s *Store) Lookup(key string) (ext any, rec *APIKey, res Result) {
+	if !IsKey(key) {
+		return nil, nil, Unknown
+	}
+	d := s.opts.Hasher.Sum(key)
+	s.mu.RLock()
+	e := s.idx.byDigest[d]
+	s.mu.RUnlock()
+	if e == nil {
+		return nil, nil, Unknown
+	}
+	now := s.opts.Now()
+	switch {
+	case e.prev && (e.rec.PrevUntil == nil || !now.Before(*e.rec.PrevUntil)):
+		return nil, e.rec, RotatedOut
+	case e.rec.Status == StatusRevoked:
+		return nil, e.rec, Revoked
+	case e.rec.Status == StatusDisabled:
+		return nil, e.rec, Disabled
+	case e.rec.Status == StatusExhausted:
+		return nil, e.rec, Exhausted
+	case IsExpired(e.rec.ExpiresAt, now):
+		return nil, e.rec, Expired
+	}
+	return e.ext, e.rec, Valid
+}
+
+// APIKey returns the key record with id.
+func (s *Store) APIKey(id string) (*APIKey, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r, ok := s.idx.apiKeys[id]
+	return r, ok
+}
+
+// ListAPIKeys returns up to limit key records that keep passes, in
+// creation order after the id after (empty: from the start), the number
+// that pass in all, and whether more follow.
+func (s *Store) ListAPIKeys(keep func(*APIKey) bool, after string, limit int) (page []*APIKey, total int, more bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	start := 0
+	if after != "" {
+		start, _ = slices.BinarySearch(s.idx.order, after)
+		if start < len(s.idx.order) && s.idx.order[start] == after {
+			start++
+		}
+	}
+	for i, id := range s.idx.order {
+		r := s.idx.apiKeys[id]
+		if !keep(r) {
+			continue
+		}
+		total++
+		if i < start {
+			continue
+		}
+		if len(page) < limit {
+			page = append(page, r)
+		} else {
+			more = true
+		}
+	}
+	return page, total, more
+}
+
+// VirtualKey returns the decrypted settings of workspace's virtual key
+// slug. A key that is not active, or expired, is not found.
+func (s *Store) VirtualKey(workspace, slug string) (*providers.Settings, bool) {
+	s.mu.RLock()
+	e := s.idx.vkSlug[wsName{workspace, slug}]
+	s.mu.RUnlock()
+	if e == nil || e.settings == nil || e.rec.Status != StatusActive || IsExpired(e.rec.ExpiresAt, s.opts.Now()) {
+		return nil, false
+	}
+	return e.settings, true
+}
+
+// VirtualKeyRecord returns the record of workspace's virtual key slug.
+func (s *Store) VirtualKeyRecord(workspace, slug string) (*VirtualKey, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e := s.idx.vkSlug[wsName{workspace, slug}]
+	if e == nil {
+		return nil, false
+	}
+	return e.rec, true
+}
+
+// VirtualKeys returns the virtual key records keep passes, oldest first.
+func (s *Store) VirtualKeys(keep func(*VirtualKey) bool) []*VirtualKey {
+	s.mu.RLock()
+	var out []*VirtualKey
+	for _, e := range s.idx.vks {
+		if keep(e.rec) {
+			out = append(out, e.rec)
+		}
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(out, func(a, b *VirtualKey) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Config returns workspace's active config slug.
+func (s *Store) Config(workspace, slug string) (*Config, bool) {
+	s.mu.RLock()
+	c := s.idx.cfgSlug[wsName{workspace, slug}]
+	s.mu.RUnlock()
+	if c == nil || c.Status != StatusActive {
+		return nil, false
+	}
+	return c, true
+}
+
+// ConfigRecord returns workspace's config slug whatever its status.
+func (s *Store) ConfigRecord(workspace, slug string) (*Config, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	c := s.idx.cfgSlug[wsName{workspace, slug}]
+	return c, c != nil
+}
+
+// Configs returns the config records keep passes, oldest first.
+func (s *Store) Configs(keep func(*Config) bool) []*Config {
+	s.mu.RLock()
+	var out []*Config
+	for _, c := range s.idx.configs {
+		if keep(c) {
+			out = append(out, c)
+		}
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(out, func(a, b *Config) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Load reads every record into a new index and puts it in service. A
+// record that does not decode is skipped and logged, so one bad record
+// does not lock every key out.
+func (s *Store) Load(ctx context.Context) error {
+	v, err := s.readVersion(ctx)
+	if err != nil {
+		return err
+	}
+	idx := newIndex()
+	for _, kind := range []string{kindAPIKeys, kindVirtualKeys, kindConfigs} {
+		names, err := kvstore.ListKeys(ctx, s.opts.KV, s.prefix+"/"+kind, false)
+		if err != nil {
+			return fmt.Errorf("keys: listing %s: %w", kind, err)
+		}
+		for _, name := range names {
+			id, ok := strings.CutSuffix(path.Base(name), ".json")
+			if !ok {
+				continue
+			}
+			data, err := s.opts.KV.Load(ctx, name)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("keys: loading %s %s: %w", kind, id, err)
+			}
+			if err := s.put(idx, kind, data, false); err != nil {
+				s.opts.Logger.Error("skipping a record that does not decode", zap.String("kind", kind), zap.String("id", id), zap.Error(err))
+			}
+		}
+	}
+	slices.Sort(idx.order)
+	s.mu.Lock()
+	s.idx = idx
+	s.mu.Unlock()
+	s.applied.Store(v)
+	return nil
+}
+
+// put decodes a record of kind into idx, replacing its older version;
+// sorted keeps the key order sorted (a single change), else the caller
+// sorts once after a full load.
+func (s *Store) put(idx *index, kind string, data []byte, sorted bool) error {
+	switch kind {
+	case kindAPIKeys:
+		r := new(APIKey)
+		if err := json.Unmarshal(data, r); err != nil {
+			return err
+		}
+		return idx.putAPIKey(r, s.opts.Attach(r), sorted)
+	case kindVirtualKeys:
+		r := new(VirtualKey)
+		if err := json.Unmarshal(data, r); err != nil {
+			return err
+		}
+		idx.putVK(r, s.open(r))
+	case kindConfigs:
+		r := new(Config)
+		if err := json.Unmarshal(data, r); err != nil {
+			return err
+		}
+		idx.putConfig(r)
+	}
+	return nil
+}
+
+// open decrypts a virtual key's credentials into its full settings; nil
+// when they do not open (logged: the key is then unusable, not leaked).
+func (s *Store) open(r *VirtualKey) *providers.Settings {
+	full := r.Settings
+	if r.Sealed == nil {
+		return &full
+	}
+	if s.opts.Sealer == nil {
+		s.opts.Logger.Error("virtual key is encrypted but no encryption_key is configured", zap.String("virtual_key", r.Slug))
+		return nil
+	}
+	plain, _, err := s.opts.Sealer.Open(r.Sealed, []byte(r.ID))
+	if err != nil {
+		s.opts.Logger.Error("virtual key credentials do not open", zap.String("virtual_key", r.Slug), zap.Error(err))
+		return nil
+	}
+	var sec secrets
+	if err := json.Unmarshal(plain, &sec); err != nil {
+		return nil
+	}
+	sec.apply(&full)
+	return &full
+}
+
+// putAPIKey indexes r; sorted says whether order must stay sorted (a
+// single change) or is sorted once after a full load.
+func (idx *index) putAPIKey(r *APIKey, ext any, sorted bool) error {
+	d, err := ParseDigest(r.Digest)
+	if err != nil {
+		return err
+	}
+	old := idx.apiKeys[r.ID]
+	idx.dropDigests(old)
+	idx.apiKeys[r.ID] = r
+	idx.byDigest[d] = &entry{rec: r, ext: ext}
+	if pd, err := ParseDigest(r.PrevDigest); err == nil {
+		idx.byDigest[pd] = &entry{rec: r, ext: ext, prev: true}
+	}
+	if old == nil {
+		if sorted {
+			i, _ := slices.BinarySearch(idx.order, r.ID)
+			idx.order = slices.Insert(idx.order, i, r.ID)
+		} else {
+			idx.order = append(idx.order, r.ID)
+		}
+	}
+	return nil
+}
+
+func (idx *index) dropDigests(old *APIKey) {
+	if old == nil {
+		return
+	}
+	for _, s := range []string{old.Digest, old.PrevDigest} {
+		if d, err := ParseDigest(s); err == nil {
+			if e := idx.byDigest[d]; e != nil && e.rec.ID == old.ID {
+				delete(idx.byDigest, d)
+			}
+		}
+	}
+}
+
+func (idx *index) dropAPIKey(id string) {
+	old := idx.apiKeys[id]
+	if old == nil {
+		return
+	}
+	idx.dropDigests(old)
+	delete(idx.apiKeys, id)
+	if i, ok := slices.BinarySearch(idx.order, id); ok {
+		idx.order = slices.Delete(idx.order, i, i+1)
+	}
+}
+
+func (idx *index) putVK(r *VirtualKey, settings *providers.Settings) {
+	idx.dropVK(r.ID)
+	e := &vkEntry{rec: r, settings: settings}
+	idx.vks[r.ID] = e
+	idx.vkSlug[wsName{r.WorkspaceID, r.Slug}] = e
+}
+
+func (idx *index) dropVK(id string) {
+	if old := idx.vks[id]; old != nil {
+		delete(idx.vkSlug, wsName{old.rec.WorkspaceID, old.rec.Slug})
+		delete(idx.vks, id)
+	}
+}
+
+func (idx *index) putConfig(r *Config) {
+	idx.dropConfig(r.ID)
+	idx.configs[r.ID] = r
+	idx.cfgSlug[wsName{r.WorkspaceID, r.Slug}] = r
+}
+
+func (idx *index) dropConfig(id string) {
+	if old := idx.configs[id]; old != nil {
+		delete(idx.cfgSlug, wsName{old.WorkspaceID, old.Slug})
+		delete(idx.configs, id)
+	}
+}
+
+// write stores a record and announces it; then applies it here, so this
+// instance reads its own write at once.
+func (s *Store) write(ctx context.Context, kind, id string, rec any) error {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	if err := s.opts.KV.Store(ctx, s.recordKey(kind, id), data); err != nil {
+		return fmt.Errorf("keys: storing %s %s: %w", kind, id, err)
+	}
+	s.mu.Lock()
+	err = s.put(s.idx, kind, data, true)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	s.announce(ctx, kind, id)
+	return nil
+}
+
+// remove deletes a record and announces it.
+func (s *Store) remove(ctx context.Context, kind, id string) error {
+	if err := s.opts.KV.Delete(ctx, s.recordKey(kind, id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("keys: deleting %s %s: %w", kind, id, err)
+	}
+	s.mu.Lock()
+	s.idx.drop(kind, id)
+	s.mu.Unlock()
+	s.announce(ctx, kind, id)
+	return nil
+}
+
+func (idx *index) drop(kind, id string) {
+	switch kind {
+	case kindAPIKeys:
+		idx.dropAPIKey(id)
+	case kindVirtualKeys:
+		idx.dropVK(id)
+	case kindConfigs:
+		idx.dropConfig(id)
+	}
+}
