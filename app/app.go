@@ -22,6 +22,7 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
@@ -60,6 +61,8 @@ type App struct {
 	costCatalog
 	// heldState adds "max_held_bytes" (held.go).
 	heldState
+	// keysState adds "keys" and the managed record store (keys.go).
+	keysState
 	// admissions holds the llm_ratelimit stages managed batch lines pass
 	// (admission.go).
 	admissions *admissions
@@ -86,13 +89,37 @@ type APIKey struct {
 	// so they stay stable across restarts without being configured.
 	WorkspaceID    string `json:"workspace_id,omitempty"`
 	OrganisationID string `json:"organisation_id,omitempty"`
+	// Type is "workspace" (the default: the key manages its own
+	// workspace's records) or "organisation" (every workspace of its
+	// organisation).
+	Type string `json:"type,omitempty"`
+	// Scopes are what the key may do through the management APIs; without
+	// any, the key holds every scope in its own workspace (see docs/keys.md).
+	Scopes []string `json:"scopes,omitempty"`
 }
 
 // Identity is who a valid gateway key belongs to. It never holds the key.
+// Identities are shared by every request of a key: never modify one.
 type Identity struct {
 	Name           string
 	WorkspaceID    string
 	OrganisationID string
+	// KeyID is the key's record id: the API's, or one derived from the
+	// Caddyfile name.
+	KeyID string
+	// Source is keys.SourceConfig (the Caddyfile) or keys.SourceAPI.
+	Source string
+	// Type is keys.TypeWorkspace or keys.TypeOrganisation.
+	Type string
+	// Scopes are the management scopes held; nil for a Caddyfile key
+	// without scopes (see Can).
+	Scopes []string
+	// Defaults route requests that name no config, virtual key or
+	// provider, and add metadata (API keys only).
+	Defaults *keys.Defaults
+	// AllowedModels are glob patterns of the models the key may name;
+	// empty allows every model.
+	AllowedModels []string
 }
 
 type resolvedKey struct {
@@ -143,7 +170,20 @@ func (a *App) Provision(ctx caddy.Context) error {
 		if err != nil {
 			return fmt.Errorf("api key %q: %v", k.Name, err)
 		}
-		id := &Identity{Name: k.Name, WorkspaceID: k.WorkspaceID, OrganisationID: k.OrganisationID}
+		id := &Identity{Name: k.Name, WorkspaceID: k.WorkspaceID, OrganisationID: k.OrganisationID,
+			KeyID: configKeyID(k.Name), Source: keys.SourceConfig, Type: k.Type, Scopes: k.Scopes}
+		switch id.Type {
+		case "":
+			id.Type = keys.TypeWorkspace
+		case keys.TypeWorkspace, keys.TypeOrganisation:
+		default:
+			return fmt.Errorf("api key %q: type must be workspace or organisation", k.Name)
+		}
+		for _, sc := range k.Scopes {
+			if !keys.ValidScope(sc) {
+				return fmt.Errorf("api key %q: unknown scope %q", k.Name, sc)
+			}
+		}
 		if id.WorkspaceID == "" {
 			id.WorkspaceID = uuid.NewSHA1(idNamespace, []byte("workspace:"+k.Name)).String()
 		} else if _, err := uuid.Parse(id.WorkspaceID); err != nil {
@@ -217,6 +257,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	// The price catalog's names keep their metric label too; every other
 	// model a client names is "_other".
 	observe.SetConfiguredModels(append(models, a.Prices().Models()...))
+	if err := a.provisionKeys(ctx); err != nil {
+		return err
+	}
 	return a.provisionPrompts(ctx)
 }
 
@@ -233,7 +276,9 @@ func (a *App) Stop() error { a.stopResponseSweep(); a.stopHookPool(); return nil
 
 // Authenticate returns the identity of a presented gateway key. Every
 // configured key is compared, in constant time, whatever matches, so the
-// time taken does not tell which key was close.
+// time taken does not tell which key was close; a key the Caddyfile does
+// not hold is then looked up among the API's (keys.Store.Lookup: one HMAC
+// and one map read). AuthError says why a key was refused.
 func (a *App) Authenticate(presented string) (*Identity, bool) {
 	if presented == "" {
 		return nil, false
@@ -245,7 +290,10 @@ func (a *App) Authenticate(presented string) (*Identity, bool) {
 			found = a.keys[i].id
 		}
 	}
-	return found, found != nil
+	if found == nil {
+		return a.authenticateStored(presented)
+	}
+	return found, true
 }
 
 // SavedConfig implements routing.Resolver.

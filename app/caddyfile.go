@@ -44,6 +44,13 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 //		api_key <name> <key | {env.VAR} | sha256:<hex>> {
 //			workspace_id    <uuid>
 //			organisation_id <uuid>
+//			type            workspace | organisation
+//			scopes          <scope>...             # may repeat; * is every scope
+//		}
+//		keys {
+//			secret                  <{env.VAR} | {file.path}>   # HMAC secret, >= 32 bytes
+//			encryption_key          <{env.VAR} | {file.path}>   # 32 bytes, hex or base64
+//			previous_encryption_key <{env.VAR} | {file.path}>   # may repeat
 //		}
 //		virtual_key <name> {
 //			provider <slug>
@@ -133,6 +140,8 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			a.ResponsesRetention = caddy.Duration(dur)
 		case "redis":
 			err = a.unmarshalRedis(d)
+		case "keys":
+			err = a.unmarshalKeys(d)
 		default:
 			return d.Errf("unknown llm option %q", d.Val())
 		}
@@ -159,11 +168,55 @@ func (a *App) unmarshalAPIKey(d *caddyfile.Dispenser) error {
 			if !d.Args(&k.OrganisationID) {
 				return d.ArgErr()
 			}
+		case "type":
+			if !d.Args(&k.Type) || d.NextArg() {
+				return d.ArgErr()
+			}
+			if k.Type == "organization" {
+				k.Type = "organisation"
+			}
+			if k.Type != "workspace" && k.Type != "organisation" {
+				return d.Errf("api_key %q: type must be workspace or organisation", k.Name)
+			}
+		case "scopes":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			k.Scopes = append(k.Scopes, args...)
 		default:
 			return d.Errf("unknown api_key option %q", d.Val())
 		}
 	}
 	a.APIKeys = append(a.APIKeys, k)
+	return nil
+}
+
+// unmarshalKeys reads the `keys { … }` block.
+func (a *App) unmarshalKeys(d *caddyfile.Dispenser) error {
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	if a.Keys == nil {
+		a.Keys = new(KeysConfig)
+	}
+	for d.NextBlock(1) {
+		opt := d.Val()
+		var v string
+		if !d.Args(&v) || d.NextArg() {
+			return d.ArgErr()
+		}
+		switch opt {
+		case "secret":
+			a.Keys.Secret = v
+		case "encryption_key":
+			a.Keys.EncryptionKey = v
+		case "previous_encryption_key":
+			a.Keys.PreviousEncryptionKeys = append(a.Keys.PreviousEncryptionKeys, v)
+		default:
+			return d.Errf("unknown keys option %q", opt)
+		}
+	}
 	return nil
 }
 

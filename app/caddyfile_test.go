@@ -1,6 +1,7 @@
 package app
 
 import (
+	"reflect"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -180,10 +181,24 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 	}{
 		{name: "api keys", block: "api_key a k1\napi_key b k2 {\n workspace_id w\n organization_id o\n}", check: func(t *testing.T, a *App) {
 			want := []APIKey{{Name: "a", Key: "k1"}, {Name: "b", Key: "k2", WorkspaceID: "w", OrganisationID: "o"}}
-			if len(a.APIKeys) != 2 || a.APIKeys[0] != want[0] || a.APIKeys[1] != want[1] {
+			if !reflect.DeepEqual(a.APIKeys, want) {
 				t.Fatalf("api keys %+v", a.APIKeys)
 			}
 		}},
+		{name: "api key scopes", block: "api_key admin k {\n type organisation\n scopes api_keys.create configs.read\n scopes *\n}", check: func(t *testing.T, a *App) {
+			want := []APIKey{{Name: "admin", Key: "k", Type: "organisation", Scopes: []string{"api_keys.create", "configs.read", "*"}}}
+			if !reflect.DeepEqual(a.APIKeys, want) {
+				t.Fatalf("api keys %+v", a.APIKeys)
+			}
+		}},
+		{name: "api key type unknown", block: "api_key a k {\n type team\n}", wantErr: `type must be workspace or organisation`},
+		{name: "keys block", block: "keys {\n secret {env.S}\n encryption_key {file./k}\n previous_encryption_key {env.OLD}\n}", check: func(t *testing.T, a *App) {
+			want := &KeysConfig{Secret: "{env.S}", EncryptionKey: "{file./k}", PreviousEncryptionKeys: []string{"{env.OLD}"}}
+			if !reflect.DeepEqual(a.Keys, want) {
+				t.Fatalf("keys %+v", a.Keys)
+			}
+		}},
+		{name: "keys option unknown", block: "keys {\n salt x\n}", wantErr: `unknown keys option "salt"`},
 		{name: "api key option unknown", block: "api_key a k {\n team t\n}", wantErr: `unknown api_key option "team"`},
 		{name: "virtual key", block: "virtual_key az {\n provider azure-openai\n resource_name contoso\n deployment d1 gpt-4o 2024-10-21 default\n deployment d2 gpt-4o-mini 2024-08-01\n}", check: func(t *testing.T, a *App) {
 			s := a.VirtualKeys["az"]

@@ -1,0 +1,316 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/google/uuid"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/kvstore"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
+)
+
+// KeysConfig configures the keys, virtual keys and configs managed through
+// the control-plane API (docs/keys.md).
+type KeysConfig struct {
+	// Secret is the server secret gateway keys are hashed under (HMAC-
+	// SHA256), at least 32 bytes, best given as {env.VAR} or {file.path}.
+	// Without it a random secret is created once and kept in the record
+	// store, shared by the instances that share the store.
+	Secret string `json:"secret,omitempty"`
+	// EncryptionKey seals provider credentials of virtual keys created
+	// through the API (AES-256-GCM): 32 bytes as 64 hex digits or base64,
+	// given as {env.VAR} or {file.path}. Without it such virtual keys are
+	// refused.
+	EncryptionKey string `json:"encryption_key,omitempty"`
+	// PreviousEncryptionKeys still open credentials sealed before the
+	// encryption key was rotated; every write seals with EncryptionKey.
+	PreviousEncryptionKeys []string `json:"previous_encryption_keys,omitempty"`
+}
+
+// keysState adds "keys" and the managed record store.
+type keysState struct {
+	// Keys configures the managed records. The API serves them whether or
+	// not it is set.
+	Keys *KeysConfig `json:"keys,omitempty"`
+
+	keyStore *keys.Store
+}
+
+// keyStores holds one record store per backend and secrets for the whole
+// process, so a reload keeps the in-memory index (which may hold millions
+// of keys) and its change feed instead of reading everything again.
+var keyStores = caddy.NewUsagePool()
+
+type pooledStore struct{ *keys.Store }
+
+func (p pooledStore) Destruct() error { p.Stop(); return nil }
+
+// provisionKeys opens the record store. It runs after provisionShared.
+func (a *App) provisionKeys(ctx caddy.Context) error {
+	cfg := a.Keys
+	if cfg == nil {
+		cfg = new(KeysConfig)
+	}
+	repl := caddy.NewReplacer()
+	opts := keys.Options{Logger: a.logger.Named("keys"), Attach: identityOf}
+	backend := ""
+	if a.redis != nil {
+		opts.KV, opts.Redis, backend = kvstore.NewRedis(a.redis, 0), a.redis, "redis|"+a.redisKey
+	} else {
+		opts.KV, backend = a.storage, fmt.Sprintf("storage|%T|%+v", a.storage, a.storage)
+	}
+	secret := []byte(repl.ReplaceAll(cfg.Secret, ""))
+	if cfg.Secret != "" && len(secret) < 32 {
+		return fmt.Errorf("keys: secret must be at least 32 bytes (is its placeholder set?)")
+	}
+	if len(secret) == 0 {
+		c, cancel := context.WithTimeout(ctx, 10*time.Second)
+		s, err := keys.LoadOrCreateSecret(c, opts)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("keys: loading the server secret: %v", err)
+		}
+		secret = s
+	}
+	h, err := keys.NewHasher(secret)
+	if err != nil {
+		return err
+	}
+	opts.Hasher = h
+	fingerprint := sha256.New()
+	fingerprint.Write([]byte(backend))
+	fingerprint.Write(secret)
+	if cfg.EncryptionKey != "" {
+		var raw [][]byte
+		for i, v := range append([]string{cfg.EncryptionKey}, cfg.PreviousEncryptionKeys...) {
+			k, err := keys.ParseEncryptionKey(repl.ReplaceAll(v, ""))
+			if err != nil {
+				if i == 0 {
+					return fmt.Errorf("keys: encryption_key: %v (is its placeholder set?)", err)
+				}
+				return fmt.Errorf("keys: previous_encryption_keys[%d]: %v", i-1, err)
+			}
+			raw = append(raw, k)
+			fingerprint.Write(k)
+		}
+		if opts.Sealer, err = keys.NewSealer(raw...); err != nil {
+			return err
+		}
+	}
+	poolKey := hex.EncodeToString(fingerprint.Sum(nil))
+	v, _, err := keyStores.LoadOrNew(poolKey, func() (caddy.Destructor, error) {
+		s, err := keys.New(opts)
+		if err != nil {
+			return nil, err
+		}
+		c, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := s.Load(c); err != nil {
+			return nil, err
+		}
+		s.Start()
+		return pooledStore{s}, nil
+	})
+	if err != nil {
+		return fmt.Errorf("keys: opening the record store: %v", err)
+	}
+	a.keyStore = v.(pooledStore).Store
+	// The store outlives this config only while a newer one uses it.
+	go func() {
+		<-ctx.Done()
+		_, _ = keyStores.Delete(poolKey)
+	}()
+	return nil
+}
+
+// KeyStore returns the managed record store.
+func (a *App) KeyStore() *keys.Store { return a.keyStore }
+
+// identityOf is the identity of an API key record, built once per record
+// change and returned by every Authenticate of that key.
+func identityOf(r *keys.APIKey) any {
+	id := &Identity{
+		Name: r.Name, WorkspaceID: r.WorkspaceID, OrganisationID: r.OrganisationID,
+		KeyID: r.ID, Source: keys.SourceAPI, Type: r.Type, Scopes: r.Scopes,
+		AllowedModels: r.AllowedModels,
+	}
+	if !r.Defaults.IsZero() {
+		d := r.Defaults
+		id.Defaults = &d
+	}
+	return id
+}
+
+// configKeyID is the id a Caddyfile key is listed under.
+func configKeyID(name string) string {
+	return uuid.NewSHA1(idNamespace, []byte("api_key:"+name)).String()
+}
+
+// Can reports whether the identity holds scope for the management APIs.
+// A Caddyfile key without scopes is its workspace's administrator: it
+// holds every scope, in its own workspace only (Manages).
+func (id *Identity) Can(scope string) bool {
+	if id.Scopes == nil && id.Source == keys.SourceConfig {
+		return true
+	}
+	return keys.HasScope(id.Scopes, scope)
+}
+
+// Manages reports whether the identity may see and change records of
+// workspace ws in organisation org: an organisation key any workspace of
+// its organisation, any other key only its own workspace.
+func (id *Identity) Manages(org, ws string) bool {
+	if id.Type == keys.TypeOrganisation {
+		return org == id.OrganisationID
+	}
+	return ws == id.WorkspaceID && org == id.OrganisationID
+}
+
+// ConfigKeys returns the identities of the Caddyfile's gateway keys.
+func (a *App) ConfigKeys() []*Identity {
+	out := make([]*Identity, len(a.keys))
+	for i := range a.keys {
+		out[i] = a.keys[i].id
+	}
+	return out
+}
+
+// ConfigVirtualKey returns the Caddyfile's virtual key name, resolved
+// (it holds credentials: never write them anywhere).
+func (a *App) ConfigVirtualKey(name string) (*providers.Settings, bool) {
+	s, ok := a.virtualKeys[name]
+	return s, ok
+}
+
+// ConfigVirtualKeyNames returns the Caddyfile's virtual key names.
+func (a *App) ConfigVirtualKeyNames() []string {
+	out := make([]string, 0, len(a.virtualKeys))
+	for n := range a.virtualKeys {
+		out = append(out, n)
+	}
+	return out
+}
+
+// ConfigConfigs returns the Caddyfile's saved configs by id.
+func (a *App) ConfigConfigs() map[string][]byte { return a.configs }
+
+// authErrors are the 401s of keys the store knows but refuses.
+var authErrors = map[keys.Result]struct{ code, msg string }{
+	keys.Expired:    {"api_key_expired", "the gateway API key has expired"},
+	keys.Revoked:    {"api_key_revoked", "the gateway API key has been revoked"},
+	keys.Disabled:   {"api_key_disabled", "the gateway API key is disabled"},
+	keys.Exhausted:  {"api_key_exhausted", "the gateway API key has used up its usage limit"},
+	keys.RotatedOut: {"api_key_rotated", "the gateway API key was rotated and its transition period has ended"},
+}
+
+// AuthError is the 401 for a presented key Authenticate refused: a
+// missing key, an unknown one, or one the store knows but refuses
+// (expired, revoked, disabled, rotated out), each with its own code.
+func (a *App) AuthError(presented string) *apierror.Error {
+	if presented == "" {
+		return apierror.New(http.StatusUnauthorized, apierror.TypeAuthentication,
+			"missing gateway API key: send it in the "+ingress.Prefix+ingress.APIKey+" header, or as Authorization: Bearer when it is a "+keys.KeyPrefix+" key").WithCode("invalid_api_key")
+	}
+	if a.keyStore != nil {
+		if _, _, res := a.keyStore.Lookup(presented); res != keys.Valid {
+			if e, ok := authErrors[res]; ok {
+				return apierror.New(http.StatusUnauthorized, apierror.TypeAuthentication, e.msg).WithCode(e.code)
+			}
+		}
+	}
+	return apierror.New(http.StatusUnauthorized, apierror.TypeAuthentication, "invalid gateway API key").WithCode("invalid_api_key")
+}
+
+// authenticateStored returns the identity of an API-issued key.
+func (a *App) authenticateStored(presented string) (*Identity, bool) {
+	if a.keyStore == nil {
+		return nil, false
+	}
+	ext, _, res := a.keyStore.Lookup(presented)
+	if res != keys.Valid {
+		return nil, false
+	}
+	id, ok := ext.(*Identity)
+	return id, ok
+}
+
+// For returns the records resolver of a caller: the Caddyfile's virtual
+// keys and configs first (they win over API records of the same name),
+// then those of the caller's workspace created through the API. Another
+// workspace's records are never found.
+func (a *App) For(id *Identity) routing.Resolver {
+	if a.keyStore == nil || id == nil {
+		return a
+	}
+	return scopedResolver{a: a, ws: id.WorkspaceID}
+}
+
+type scopedResolver struct {
+	a  *App
+	ws string
+}
+
+func (s scopedResolver) VirtualKey(name string) (*providers.Settings, bool) {
+	if v, ok := s.a.virtualKeys[name]; ok {
+		return v, true
+	}
+	return s.a.keyStore.VirtualKey(s.ws, name)
+}
+
+func (s scopedResolver) SavedConfig(id string) ([]byte, bool) {
+	if c, ok := s.a.configs[id]; ok {
+		return c, true
+	}
+	c, ok := s.a.keyStore.Config(s.ws, id)
+	if !ok {
+		return nil, false
+	}
+	return c.Latest().Config, true
+}
+
+// CheckConfig validates a config saved through the API for workspace ws
+// as a Caddyfile config is checked at load (schema, plan, hooks), with the
+// workspace's own virtual keys. A config saved through the API is client
+// input but is routed as a saved (trusted) config, so it may not set
+// custom_host: an address is the operator's to give.
+func (a *App) CheckConfig(body []byte, ws string) error {
+	if bytes.Contains(body, []byte(`"custom_host"`)) {
+		return fmt.Errorf("custom_host: a config saved through the API may not set custom_host; declare such a target in the Caddyfile")
+	}
+	cfg, err := routing.NewConfigCache(1).Parse(string(body))
+	if err != nil {
+		return plainError(err)
+	}
+	if _, err := routing.ResolveConfig(cfg, &ingress.Headers{Provider: "openai"}, scopedResolver{a: a, ws: ws}); err != nil {
+		return plainError(err)
+	}
+	return a.checkConfigHooks(body)
+}
+
+// CheckVirtualKey validates provider settings given through the API.
+func CheckVirtualKey(s *providers.Settings) error {
+	if s.Provider == "" {
+		return fmt.Errorf("provider is required")
+	}
+	s.Provider = strings.ToLower(s.Provider)
+	if _, ok := providers.Lookup(s.Provider); !ok {
+		return fmt.Errorf("unknown provider %q", s.Provider)
+	}
+	if s.CustomHost != "" {
+		return fmt.Errorf("custom_host: a virtual key created through the API may not set custom_host; declare it in the Caddyfile")
+	}
+	return checkCredentials(s)
+}
+
