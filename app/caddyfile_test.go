@@ -1,8 +1,8 @@
 package app
 
 import (
-	"reflect"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 

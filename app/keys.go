@@ -313,4 +313,3 @@ func CheckVirtualKey(s *providers.Settings) error {
 	}
 	return checkCredentials(s)
 }
-
