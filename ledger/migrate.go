@@ -1,0 +1,108 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// migrations are the schema's steps, applied in order, each once, by
+// the gateway itself when it opens the database (no separate migration
+// job). A step is written once for both databases; {id} is the
+// dialect's auto-numbered key column. Never edit a released step: add
+// one.
+var migrations = []string{
+	// 1: the ledger.
+	`CREATE TABLE IF NOT EXISTS llm_ledger (
+		id {id},
+		ts BIGINT NOT NULL,
+		trace_id TEXT NOT NULL,
+		api_key TEXT NOT NULL,
+		workspace_id TEXT NOT NULL,
+		organisation_id TEXT NOT NULL,
+		virtual_key TEXT NOT NULL,
+		config_id TEXT NOT NULL,
+		provider TEXT NOT NULL,
+		model TEXT NOT NULL,
+		operation TEXT NOT NULL,
+		status INTEGER NOT NULL,
+		stream SMALLINT NOT NULL,
+		input_tokens BIGINT NOT NULL,
+		output_tokens BIGINT NOT NULL,
+		cached_tokens BIGINT NOT NULL,
+		cache_write_tokens BIGINT NOT NULL,
+		reasoning_tokens BIGINT NOT NULL,
+		cost_nano_usd BIGINT,
+		latency_us BIGINT NOT NULL,
+		ttft_us BIGINT,
+		cache_state TEXT NOT NULL,
+		retries INTEGER NOT NULL,
+		metadata TEXT NOT NULL
+	);
+	CREATE INDEX IF NOT EXISTS llm_ledger_workspace_ts ON llm_ledger (workspace_id, ts);
+	CREATE INDEX IF NOT EXISTS llm_ledger_org_ts ON llm_ledger (organisation_id, ts);
+	CREATE INDEX IF NOT EXISTS llm_ledger_ts ON llm_ledger (ts);
+	CREATE INDEX IF NOT EXISTS llm_ledger_trace ON llm_ledger (trace_id)`,
+}
+
+// advisoryLock is the PostgreSQL advisory lock key migrations hold, so
+// instances starting together apply each step once ("llmledgr").
+const advisoryLock = 0x6c6c6d6c65646772
+
+// migrate applies the steps the database has not seen, inside one
+// transaction holding the schema lock: PostgreSQL's transaction-scoped
+// advisory lock, SQLite's write lock (BEGIN IMMEDIATE, the store's
+// transaction mode).
+func (s *DB) migrate(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if s.d.postgres {
+		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", int64(advisoryLock)); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS llm_ledger_schema (version INTEGER NOT NULL, applied_at BIGINT NOT NULL)`); err != nil {
+		return err
+	}
+	var version int
+	if err := tx.QueryRowContext(ctx, "SELECT COALESCE(MAX(version), 0) FROM llm_ledger_schema").Scan(&version); err != nil {
+		return err
+	}
+	if version > len(migrations) {
+		return fmt.Errorf("the database's schema is version %d, newer than this gateway's %d", version, len(migrations))
+	}
+	id := "INTEGER PRIMARY KEY"
+	if s.d.postgres {
+		id = "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
+	}
+	for v := version + 1; v <= len(migrations); v++ {
+		if err := execAll(ctx, tx, strings.ReplaceAll(migrations[v-1], "{id}", id)); err != nil {
+			return fmt.Errorf("step %d: %v", v, err)
+		}
+		if _, err := tx.ExecContext(ctx, s.d.bind("INSERT INTO llm_ledger_schema (version, applied_at) VALUES (?, ?)"), v, time.Now().Unix()); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// execAll runs each ;-separated statement of a step (the steps hold no
+// literal semicolons).
+func execAll(ctx context.Context, tx *sql.Tx, step string) error {
+	for _, stmt := range strings.Split(step, ";") {
+		if strings.TrimSpace(stmt) == "" {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return err
+		}
+	}
+	return nil
+}

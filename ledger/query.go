@@ -1,0 +1,347 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+)
+
+// Filter selects records. Workspace (or, for an organisation-wide view,
+// Organisation) scopes every query: a query with neither is refused, so
+// an API cannot forget the caller's scope.
+type Filter struct {
+	Workspace    string
+	Organisation string
+	// From and To bound the records' time: From inclusive, To exclusive.
+	From, To    time.Time
+	APIKeys     []string
+	Models      []string
+	Providers   []string
+	VirtualKeys []string
+	Configs     []string
+	Statuses    []int
+	CacheStates []string
+	TraceID     string
+	// Metadata holds key/value pairs a record's metadata must all have.
+	Metadata map[string]string
+}
+
+// ErrNoScope is the error of a query without a workspace or organisation.
+var ErrNoScope = errors.New("ledger: a query needs a workspace or organisation")
+
+// MaxListFilter bounds the values of one list filter.
+const MaxListFilter = 100
+
+// ValidMetadataKey reports whether k may name a metadata key in a query:
+// 1 to 64 letters, digits, '_', '-' or '.'.
+func ValidMetadataKey(k string) bool {
+	if k == "" || len(k) > 64 {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// where builds the WHERE clause of f and its arguments.
+func (s *DB) where(f *Filter) (string, []any, error) {
+	var (
+		conds []string
+		args  []any
+	)
+	switch {
+	case f.Workspace != "":
+		conds, args = append(conds, "workspace_id = ?"), append(args, f.Workspace)
+		if f.Organisation != "" {
+			conds, args = append(conds, "organisation_id = ?"), append(args, f.Organisation)
+		}
+	case f.Organisation != "":
+		conds, args = append(conds, "organisation_id = ?"), append(args, f.Organisation)
+	default:
+		return "", nil, ErrNoScope
+	}
+	if !f.From.IsZero() {
+		conds, args = append(conds, "ts >= ?"), append(args, f.From.UnixMicro())
+	}
+	if !f.To.IsZero() {
+		conds, args = append(conds, "ts < ?"), append(args, f.To.UnixMicro())
+	}
+	in := func(col string, vals []string) {
+		if len(vals) == 0 {
+			return
+		}
+		conds = append(conds, col+" IN ("+strings.TrimSuffix(strings.Repeat("?, ", len(vals)), ", ")+")")
+		for _, v := range vals {
+			args = append(args, v)
+		}
+	}
+	in("api_key", f.APIKeys)
+	in("model", f.Models)
+	in("provider", f.Providers)
+	in("virtual_key", f.VirtualKeys)
+	in("config_id", f.Configs)
+	in("cache_state", f.CacheStates)
+	if len(f.Statuses) > 0 {
+		conds = append(conds, "status IN ("+strings.TrimSuffix(strings.Repeat("?, ", len(f.Statuses)), ", ")+")")
+		for _, v := range f.Statuses {
+			args = append(args, v)
+		}
+	}
+	if f.TraceID != "" {
+		conds, args = append(conds, "trace_id = ?"), append(args, f.TraceID)
+	}
+	for k, v := range f.Metadata {
+		if !ValidMetadataKey(k) {
+			return "", nil, errors.New("ledger: invalid metadata key")
+		}
+		conds = append(conds, s.d.metadataValue()+" = ?")
+		args = append(args, s.d.metadataArg(k), v)
+	}
+	return " WHERE " + strings.Join(conds, " AND "), args, nil
+}
+
+// Logs returns a page of the records f selects, newest first, and how
+// many it selects in all.
+func (s *DB) Logs(ctx context.Context, f *Filter, limit, offset int) ([]Record, int64, error) {
+	where, args, err := s.where(f)
+	if err != nil {
+		return nil, 0, err
+	}
+	var total int64
+	if err := s.db.QueryRowContext(ctx, s.d.bind("SELECT COUNT(*) FROM llm_ledger"+where), args...).Scan(&total); err != nil {
+		return nil, 0, err
+	}
+	q := "SELECT id, " + columns + " FROM llm_ledger" + where + " ORDER BY ts DESC, id DESC LIMIT ? OFFSET ?"
+	rows, err := s.db.QueryContext(ctx, s.d.bind(q), append(args, limit, offset)...)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	var out []Record
+	for rows.Next() {
+		var (
+			r          Record
+			ts, lat    int64
+			stream     int
+			cost, ttft sql.NullInt64
+			md         string
+		)
+		if err := rows.Scan(&r.ID, &ts, &r.TraceID, &r.APIKey, &r.Workspace, &r.Organisation, &r.VirtualKey,
+			&r.ConfigID, &r.Provider, &r.Model, &r.Operation, &r.Status, &stream, &r.InputTokens,
+			&r.OutputTokens, &r.CachedTokens, &r.CacheWriteTokens, &r.ReasoningTokens, &cost, &lat, &ttft,
+			&r.CacheState, &r.Retries, &md); err != nil {
+			return nil, 0, err
+		}
+		r.Time = time.UnixMicro(ts).UTC()
+		r.Stream = stream != 0
+		r.CostNanoUSD, r.CostKnown = cost.Int64, cost.Valid
+		r.Latency = time.Duration(lat) * time.Microsecond
+		r.TTFT = time.Duration(ttft.Int64) * time.Microsecond
+		if md != "{}" && md != "" {
+			_ = json.Unmarshal([]byte(md), &r.Metadata)
+		}
+		out = append(out, r)
+	}
+	return out, total, rows.Err()
+}
+
+// Totals are sums over a set of records.
+type Totals struct {
+	Requests int64
+	Errors   int64
+	// CostNanoUSD sums the known costs; CostUnknown counts the records
+	// with usage whose cost is unknown.
+	CostNanoUSD  int64
+	CostUnknown  int64
+	InputTokens  int64
+	OutputTokens int64
+	LatencyUS    int64
+	SimpleHits   int64
+	SemanticHits int64
+	FirstSeen    int64
+	LastSeen     int64
+}
+
+// aggregates are the SELECT expressions Totals scans, in order.
+const aggregates = "COUNT(*), " +
+	"CAST(COALESCE(SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END), 0) AS BIGINT), " +
+	"CAST(COALESCE(SUM(cost_nano_usd), 0) AS BIGINT), " +
+	"CAST(COALESCE(SUM(CASE WHEN cost_nano_usd IS NULL THEN 1 ELSE 0 END), 0) AS BIGINT), " +
+	"CAST(COALESCE(SUM(input_tokens), 0) AS BIGINT), CAST(COALESCE(SUM(output_tokens), 0) AS BIGINT), " +
+	"CAST(COALESCE(SUM(latency_us), 0) AS BIGINT), " +
+	"CAST(COALESCE(SUM(CASE WHEN cache_state = 'HIT' THEN 1 ELSE 0 END), 0) AS BIGINT), " +
+	"CAST(COALESCE(SUM(CASE WHEN cache_state = 'SEMANTIC HIT' THEN 1 ELSE 0 END), 0) AS BIGINT), " +
+	"COALESCE(MIN(ts), 0), COALESCE(MAX(ts), 0)"
+
+func (t *Totals) dest() []any {
+	return []any{&t.Requests, &t.Errors, &t.CostNanoUSD, &t.CostUnknown, &t.InputTokens, &t.OutputTokens,
+		&t.LatencyUS, &t.SimpleHits, &t.SemanticHits, &t.FirstSeen, &t.LastSeen}
+}
+
+// Point is one time bucket of a series.
+type Point struct {
+	Start time.Time
+	Totals
+}
+
+// Series returns the totals of the records f selects per bucket of the
+// given length (buckets aligned to the Unix epoch, empty ones left out),
+// oldest first, and over all of them.
+func (s *DB) Series(ctx context.Context, f *Filter, bucket time.Duration) ([]Point, Totals, error) {
+	var all Totals
+	where, args, err := s.where(f)
+	if err != nil {
+		return nil, all, err
+	}
+	b := max(bucket.Microseconds(), 1)
+	q := "SELECT (ts / ?) * ?, " + aggregates + " FROM llm_ledger" + where + " GROUP BY 1 ORDER BY 1"
+	rows, err := s.db.QueryContext(ctx, s.d.bind(q), append([]any{b, b}, args...)...)
+	if err != nil {
+		return nil, all, err
+	}
+	defer rows.Close()
+	var out []Point
+	for rows.Next() {
+		var (
+			p     Point
+			start int64
+		)
+		if err := rows.Scan(append([]any{&start}, p.dest()...)...); err != nil {
+			return nil, all, err
+		}
+		p.Start = time.UnixMicro(start).UTC()
+		all.add(&p.Totals)
+		out = append(out, p)
+	}
+	return out, all, rows.Err()
+}
+
+func (t *Totals) add(o *Totals) {
+	if t.Requests == 0 || (o.FirstSeen != 0 && o.FirstSeen < t.FirstSeen) {
+		t.FirstSeen = o.FirstSeen
+	}
+	t.LastSeen = max(t.LastSeen, o.LastSeen)
+	t.Requests += o.Requests
+	t.Errors += o.Errors
+	t.CostNanoUSD += o.CostNanoUSD
+	t.CostUnknown += o.CostUnknown
+	t.InputTokens += o.InputTokens
+	t.OutputTokens += o.OutputTokens
+	t.LatencyUS += o.LatencyUS
+	t.SimpleHits += o.SimpleHits
+	t.SemanticHits += o.SemanticHits
+}
+
+// Group is the totals of the records sharing one value of a grouping.
+type Group struct {
+	Value string
+	Totals
+}
+
+// Grouping columns Groups accepts.
+const (
+	ByModel     = "model"
+	ByAPIKey    = "api_key"
+	ByWorkspace = "workspace_id"
+	ByProvider  = "provider"
+	ByConfig    = "config_id"
+	ByVirtual   = "virtual_key"
+	ByStatus    = "status"
+)
+
+// Groups returns a page of the totals per value of column by (one of
+// the By constants) or, when metaKey is set, of that metadata key, most
+// requests first, and how many groups there are.
+func (s *DB) Groups(ctx context.Context, f *Filter, by, metaKey string, limit, offset int) ([]Group, int64, error) {
+	where, args, err := s.where(f)
+	if err != nil {
+		return nil, 0, err
+	}
+	expr := by
+	var pre []any
+	switch {
+	case metaKey != "":
+		if !ValidMetadataKey(metaKey) {
+			return nil, 0, errors.New("ledger: invalid metadata key")
+		}
+		expr = "COALESCE(" + s.d.metadataValue() + ", '')"
+		pre = []any{s.d.metadataArg(metaKey)}
+	case by == ByStatus:
+		expr = "CAST(status AS TEXT)"
+	case by == ByModel, by == ByAPIKey, by == ByWorkspace, by == ByProvider, by == ByConfig, by == ByVirtual:
+	default:
+		return nil, 0, errors.New("ledger: unknown grouping")
+	}
+	var total int64
+	cq := "SELECT COUNT(*) FROM (SELECT " + expr + " FROM llm_ledger" + where + " GROUP BY 1) g"
+	if err := s.db.QueryRowContext(ctx, s.d.bind(cq), append(pre, args...)...).Scan(&total); err != nil {
+		return nil, 0, err
+	}
+	q := "SELECT " + expr + ", " + aggregates + " FROM llm_ledger" + where + " GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT ? OFFSET ?"
+	all := append(append(append([]any{}, pre...), args...), limit, offset)
+	rows, err := s.db.QueryContext(ctx, s.d.bind(q), all...)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	var out []Group
+	for rows.Next() {
+		var g Group
+		if err := rows.Scan(append([]any{&g.Value}, g.dest()...)...); err != nil {
+			return nil, 0, err
+		}
+		out = append(out, g)
+	}
+	return out, total, rows.Err()
+}
+
+// LatencyBins returns, per bucket start, how many records f selects fall
+// in each latency bin: a latency in microseconds kept to its first two
+// significant digits (so percentiles read from the bins are within 10%
+// of the exact ones, computed by the database without moving a row per
+// record to the gateway).
+func (s *DB) LatencyBins(ctx context.Context, f *Filter, bucket time.Duration) (map[int64]map[int64]int64, error) {
+	where, args, err := s.where(f)
+	if err != nil {
+		return nil, err
+	}
+	b := max(bucket.Microseconds(), 1)
+	q := "SELECT (ts / ?) * ?, LENGTH(CAST(latency_us AS TEXT)), SUBSTR(CAST(latency_us AS TEXT), 1, 2), COUNT(*) FROM llm_ledger" +
+		where + " GROUP BY 1, 2, 3"
+	rows, err := s.db.QueryContext(ctx, s.d.bind(q), append([]any{b, b}, args...)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[int64]map[int64]int64)
+	for rows.Next() {
+		var (
+			start, digits, n int64
+			prefix           string
+		)
+		if err := rows.Scan(&start, &digits, &prefix, &n); err != nil {
+			return nil, err
+		}
+		v := int64(0)
+		for _, c := range prefix {
+			v = v*10 + int64(c-'0')
+		}
+		for i := int64(len(prefix)); i < digits; i++ {
+			v *= 10
+		}
+		m := out[start]
+		if m == nil {
+			m = make(map[int64]int64)
+			out[start] = m
+		}
+		m[v] += n
+	}
+	return out, rows.Err()
+}

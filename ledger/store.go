@@ -1,0 +1,226 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	// The two stores' database/sql drivers: pgx for PostgreSQL, modernc's
+	// pure-Go SQLite (no cgo) for the embedded store.
+	_ "github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite"
+)
+
+// Store is where a Ledger writes its batches.
+type Store interface {
+	// Insert writes records in one transaction.
+	Insert(ctx context.Context, recs []Record) error
+	// Sweep deletes records that finished before before.
+	Sweep(ctx context.Context, before time.Time) (int64, error)
+	Close() error
+}
+
+// DB is a ledger database: SQLite or PostgreSQL, one schema, written by
+// Insert and read by the query methods (query.go).
+type DB struct {
+	db *sql.DB
+	d  dialect
+	// dsn names the database in errors without its credentials.
+	name string
+}
+
+// dialect is what differs between the two databases.
+type dialect struct {
+	postgres bool
+}
+
+// bind rewrites a query's ? placeholders as $1, $2… for PostgreSQL.
+func (d dialect) bind(q string) string {
+	if !d.postgres {
+		return q
+	}
+	var b strings.Builder
+	b.Grow(len(q) + 16)
+	n := 0
+	for i := 0; i < len(q); i++ {
+		if q[i] == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(q[i])
+	}
+	return b.String()
+}
+
+// metadataValue is the SQL expression of a record's metadata value under
+// the key given as the next argument.
+func (d dialect) metadataValue() string {
+	if d.postgres {
+		return "(metadata::jsonb ->> ?)"
+	}
+	return "json_extract(metadata, ?)"
+}
+
+// metadataArg is the argument metadataValue takes for key. Keys are
+// checked (ValidMetadataKey) before they get here; SQLite's JSON path
+// quotes the key so dots in it are not path steps.
+func (d dialect) metadataArg(key string) string {
+	if d.postgres {
+		return key
+	}
+	return `$."` + key + `"`
+}
+
+// Open opens the ledger database dsn: a postgres:// or postgresql:// URL
+// for PostgreSQL, else the path of a SQLite file (":memory:" for a
+// private in-memory database), and applies the schema's migrations.
+func Open(ctx context.Context, dsn string) (*DB, error) {
+	var (
+		db  *sql.DB
+		err error
+		out = &DB{}
+	)
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		out.d.postgres = true
+		out.name = "postgres"
+		db, err = sql.Open("pgx", dsn)
+		if err == nil {
+			db.SetMaxOpenConns(8)
+			db.SetMaxIdleConns(4)
+		}
+	case dsn == "":
+		return nil, errors.New("ledger: no database given")
+	default:
+		out.name = "sqlite " + dsn
+		conn := dsn
+		if dsn != ":memory:" {
+			conn = "file:" + dsn
+		}
+		// WAL lets the APIs read while the writer writes; the busy
+		// timeout makes a second process (or a reload's new config) wait
+		// for the lock instead of failing.
+		conn += "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+		db, err = sql.Open("sqlite", conn)
+		if err == nil && dsn == ":memory:" {
+			// Each connection of :memory: is its own database.
+			db.SetMaxOpenConns(1)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ledger: opening %s: %v", out.name, err)
+	}
+	out.db = db
+	if err := out.migrate(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("ledger: migrating %s: %v", out.name, err)
+	}
+	return out, nil
+}
+
+// Close closes the database.
+func (s *DB) Close() error { return s.db.Close() }
+
+// Postgres reports whether the database is PostgreSQL.
+func (s *DB) Postgres() bool { return s.d.postgres }
+
+// columns are the record columns Insert writes, in order.
+const columns = "ts, trace_id, api_key, workspace_id, organisation_id, virtual_key, config_id, provider, model, operation, " +
+	"status, stream, input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, " +
+	"cost_nano_usd, latency_us, ttft_us, cache_state, retries, metadata"
+
+const nColumns = 23
+
+// insertChunk is the most rows one INSERT statement carries, well below
+// both databases' limits on a statement's parameters.
+const insertChunk = 200
+
+// Insert implements Store.
+func (s *DB) Insert(ctx context.Context, recs []Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	args := make([]any, 0, min(len(recs), insertChunk)*nColumns)
+	var stmt *sql.Stmt
+	for start := 0; start < len(recs); start += insertChunk {
+		chunk := recs[start:min(start+insertChunk, len(recs))]
+		args = args[:0]
+		for i := range chunk {
+			args = appendArgs(args, &chunk[i])
+		}
+		if len(chunk) == insertChunk && stmt != nil {
+			_, err = stmt.ExecContext(ctx, args...)
+		} else {
+			q := s.d.bind(insertSQL(len(chunk)))
+			if len(chunk) == insertChunk {
+				if stmt, err = tx.PrepareContext(ctx, q); err == nil {
+					_, err = stmt.ExecContext(ctx, args...)
+				}
+			} else {
+				_, err = tx.ExecContext(ctx, q, args...)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+func insertSQL(rows int) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO llm_ledger (" + columns + ") VALUES ")
+	row := "(" + strings.Repeat("?, ", nColumns-1) + "?)"
+	for i := 0; i < rows; i++ {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(row)
+	}
+	return b.String()
+}
+
+func appendArgs(args []any, r *Record) []any {
+	var cost, ttft any
+	if r.CostKnown {
+		cost = r.CostNanoUSD
+	}
+	if r.TTFT > 0 {
+		ttft = r.TTFT.Microseconds()
+	}
+	md := "{}"
+	if len(r.Metadata) > 0 {
+		if b, err := json.Marshal(r.Metadata); err == nil {
+			md = string(b)
+		}
+	}
+	stream := 0
+	if r.Stream {
+		stream = 1
+	}
+	return append(args, r.Time.UnixMicro(), r.TraceID, r.APIKey, r.Workspace, r.Organisation, r.VirtualKey,
+		r.ConfigID, r.Provider, r.Model, r.Operation, r.Status, stream, r.InputTokens, r.OutputTokens,
+		r.CachedTokens, r.CacheWriteTokens, r.ReasoningTokens, cost, r.Latency.Microseconds(), ttft,
+		r.CacheState, r.Retries, md)
+}
+
+// Sweep implements Store.
+func (s *DB) Sweep(ctx context.Context, before time.Time) (int64, error) {
+	res, err := s.db.ExecContext(ctx, s.d.bind("DELETE FROM llm_ledger WHERE ts < ?"), before.UnixMicro())
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
