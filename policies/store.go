@@ -55,9 +55,12 @@ type StoreConfig struct {
 	// StorageStore (default "llm_gateway/policies") or the hash key of a
 	// RedisStore (default "llmgw:policies"). MemoryStore ignores it.
 	Namespace string
-	// CacheTTL is how long Active serves its cached set before reloading
-	// it (default 5s). It bounds how long another instance's writes take
-	// to be enforced here; this instance's own writes apply at once.
+	// CacheTTL is how long Active serves its cached set before checking
+	// it again (default 5s; 1s for a RedisStore, whose check is one GET of
+	// a version key). It bounds how long another instance's writes take to
+	// be enforced here when no change notice arrives; this instance's own
+	// writes apply at once, and a RedisStore that Watches applies the
+	// others' as soon as their notice arrives.
 	CacheTTL time.Duration
 	// Now replaces time.Now, for timestamps and the cache, in tests.
 	Now func() time.Time
@@ -142,16 +145,20 @@ func activeOnly(ps []*Policy) []*Policy {
 
 // activeCache holds the active policy set of a store with storage I/O
 // behind it. The fresh path is two atomic loads and a clock read, with no
-// allocation. When the set is older than the TTL, one caller reloads it
-// while concurrent callers keep getting the previous set, so only one
-// request per TTL per instance waits for storage. A write through the same
-// store invalidates the set, and the next caller waits for the reload, so
-// an instance enforces its own writes at once.
+// allocation. Once the set is older than the TTL, or after invalidate,
+// every caller waits for one reload instead of being served the old set,
+// because a request arriving after a change is known must see it (a burst
+// on an idle instance would otherwise pass a new limit with the old set).
+// With a version probe (RedisStore), the reload after the TTL first asks
+// for the store's version, one round trip, and reads the records only when
+// it moved. A write through the same store invalidates the set, so an
+// instance enforces its own writes at once.
 type activeCache struct {
-	ttl   time.Duration
-	now   func() time.Time
-	load  func(ctx context.Context) ([]*Policy, error)
-	onErr func(error)
+	ttl     time.Duration
+	now     func() time.Time
+	load    func(ctx context.Context) ([]*Policy, string, error)
+	version func(ctx context.Context) (string, error)
+	onErr   func(error)
 
 	state  atomic.Pointer[activeState]
 	gen    atomic.Uint64
@@ -160,6 +167,7 @@ type activeCache struct {
 
 type activeState struct {
 	set     []*Policy
+	version string
 	fetched time.Time
 	gen     uint64
 }
@@ -177,20 +185,21 @@ func (c *activeCache) get(ctx context.Context) ([]*Policy, error) {
 	if c.fresh(s) {
 		return s.set, nil
 	}
-	if s != nil && s.gen == c.gen.Load() {
-		// Merely old: whoever holds the lock is reloading; serve what we have.
-		if !c.reload.TryLock() {
-			return s.set, nil
-		}
-	} else {
-		c.reload.Lock()
-	}
+	c.reload.Lock()
 	defer c.reload.Unlock()
 	if s = c.state.Load(); c.fresh(s) {
 		return s.set, nil
 	}
 	gen := c.gen.Load()
-	set, err := c.load(ctx)
+	if s != nil && s.gen == gen && c.version != nil {
+		// Merely old: if the store's version has not moved, the set is
+		// still current, and one small read renews it.
+		if v, err := c.version(ctx); err == nil && v == s.version {
+			c.state.Store(&activeState{set: s.set, version: v, fetched: c.now(), gen: gen})
+			return s.set, nil
+		}
+	}
+	set, version, err := c.load(ctx)
 	if err != nil {
 		if s == nil {
 			return nil, err
@@ -200,11 +209,11 @@ func (c *activeCache) get(ctx context.Context) ([]*Policy, error) {
 		}
 		// Keep the previous set and retry after another TTL, rather than
 		// sending every request to a storage that is down.
-		c.state.Store(&activeState{set: s.set, fetched: c.now(), gen: gen})
+		c.state.Store(&activeState{set: s.set, version: s.version, fetched: c.now(), gen: gen})
 		return s.set, nil
 	}
 	set = activeOnly(set)
-	c.state.Store(&activeState{set: set, fetched: c.now(), gen: gen})
+	c.state.Store(&activeState{set: set, version: version, fetched: c.now(), gen: gen})
 	return set, nil
 }
 

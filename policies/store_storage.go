@@ -32,7 +32,11 @@ type StorageStore struct {
 func NewStorageStore(storage certmagic.Storage, cfg StoreConfig) *StorageStore {
 	cfg = cfg.withDefaults("llm_gateway/policies")
 	s := &StorageStore{storage: storage, prefix: strings.TrimSuffix(cfg.Namespace, "/"), cfg: cfg}
-	s.cache = activeCache{ttl: cfg.CacheTTL, now: cfg.Now, load: s.loadAll, onErr: cfg.OnRefreshError}
+	s.cache = activeCache{ttl: cfg.CacheTTL, now: cfg.Now, onErr: cfg.OnRefreshError,
+		load: func(ctx context.Context) ([]*Policy, string, error) {
+			ps, err := s.loadAll(ctx)
+			return ps, "", err
+		}}
 	return s
 }
 
