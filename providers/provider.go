@@ -30,7 +30,12 @@ const (
 	OpTranslations   Operation = "audio.translations"
 	OpModels         Operation = "models"
 	OpResponses      Operation = "responses"
-	OpProxy          Operation = "proxy"
+	// OpMessages is Anthropic's Messages API (POST /v1/messages): sent
+	// as it is to targets that speak it, translated to chat for others.
+	OpMessages Operation = "messages"
+	// OpCountTokens is the Messages API's POST /v1/messages/count_tokens.
+	OpCountTokens Operation = "messages.count_tokens"
+	OpProxy       Operation = "proxy"
 )
 
 // OperationFor maps a client path (after the /v1 prefix) and method to its
@@ -55,6 +60,10 @@ func OperationFor(method, path string) Operation {
 		return OpModels
 	case method == http.MethodPost && path == "/responses":
 		return OpResponses
+	case method == http.MethodPost && path == "/messages":
+		return OpMessages
+	case method == http.MethodPost && path == "/messages/count_tokens":
+		return OpCountTokens
 	}
 	return OpProxy
 }
@@ -116,6 +125,16 @@ type FieldDropper interface {
 	// DroppedFields lists the top-level OpenAI request fields the
 	// translation of c leaves out.
 	DroppedFields(c *Call) []string
+}
+
+// MessagesSpeaker is implemented by providers that take Anthropic's
+// Messages API itself for some models (Anthropic, and Claude on Bedrock
+// and Vertex AI): a /v1/messages call to such a target is sent as the
+// client wrote it (op OpMessages, or OpCountTokens where the provider
+// counts tokens), not translated to a chat completion.
+type MessagesSpeaker interface {
+	// SpeaksMessages reports whether op for model is sent natively.
+	SpeaksMessages(op Operation, model string) bool
 }
 
 // Usage is the token usage a provider reported, in OpenAI's convention:

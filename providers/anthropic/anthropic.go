@@ -1,8 +1,9 @@
 // Package anthropic registers the "anthropic" provider: OpenAI chat
 // completions translated to and from Anthropic's Messages API, streams
 // included. Its translation is reused by vertex-ai for Claude models.
-// Other paths (such as /v1/messages itself, for Anthropic-native clients)
-// are passed through with Anthropic's authentication.
+// Messages API calls (/v1/messages, /v1/messages/count_tokens) are sent
+// as the client wrote them, their usage read on the way (Native); other
+// paths are passed through with Anthropic's authentication.
 package anthropic
 
 import (
@@ -44,6 +45,10 @@ func (provider) Prepare(c *providers.Call, s *providers.Settings, u *providers.U
 		}
 		path, query, method = "/messages", "", http.MethodPost
 		u.Header.Set("Content-Type", "application/json")
+	case providers.OpMessages, providers.OpCountTokens:
+		// The client spoke the Messages API: its body goes as it is.
+		path, query, method = c.Path, "", http.MethodPost
+		u.Header.Set("Content-Type", "application/json")
 	case providers.OpCompletions:
 		return oaiwire.Unsupported(Slug, "/v1/completions (Anthropic retired its Text Completions API; use /v1/chat/completions)")
 	case providers.OpProxy, providers.OpModels:
@@ -80,8 +85,17 @@ func SetHeaders(h, client http.Header, key string, withVersion bool) {
 
 // Translator implements providers.Provider.
 func (provider) Translator(op providers.Operation) providers.Translator {
-	if op == providers.OpChat {
+	switch op {
+	case providers.OpChat:
 		return Chat{Provider: Slug}
+	case providers.OpMessages:
+		return Native{Provider: Slug}
+	case providers.OpCountTokens:
+		return CountTokens{}
 	}
 	return nil
 }
+
+// SpeaksMessages implements providers.MessagesSpeaker: Anthropic serves
+// the Messages API and count_tokens for every model.
+func (provider) SpeaksMessages(providers.Operation, string) bool { return true }

@@ -154,21 +154,7 @@ func (s *stream) readUsage(u gjson.Result) {
 		return
 	}
 	s.sawUsage = true
-	u.ForEach(func(k, v gjson.Result) bool {
-		// Counts are cumulative: keep the largest seen, so an event that
-		// reports a count as 0 cannot erase an earlier one.
-		switch k.Str {
-		case "input_tokens":
-			s.usage.InputTokens = max(s.usage.InputTokens, v.Int())
-		case "output_tokens":
-			s.usage.OutputTokens = max(s.usage.OutputTokens, v.Int())
-		case "cache_read_input_tokens":
-			s.usage.CacheReadInputTokens = max(s.usage.CacheReadInputTokens, v.Int())
-		case "cache_creation_input_tokens":
-			s.usage.CacheCreationInputTokens = max(s.usage.CacheCreationInputTokens, v.Int())
-		}
-		return true
-	})
+	readUsage(&s.usage, u)
 }
 
 func (s *stream) blockStart(r gjson.Result) {

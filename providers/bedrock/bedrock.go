@@ -2,7 +2,8 @@
 //
 // Chat completions go through the Converse API (POST /model/{id}/converse,
 // and /converse-stream whose binary event stream is translated to OpenAI
-// chunks); embeddings go through InvokeModel for the Titan and Cohere
+// chunks); Anthropic Messages API calls to Claude models through
+// InvokeModel (messages.go); embeddings go through InvokeModel for the Titan and Cohere
 // embedding models; any other client path is passed through to
 // bedrock-runtime unchanged but signed. Requests are signed with SigV4 from
 // the clouda_* settings or, when only api_key is set, carry a Bedrock API
@@ -91,6 +92,15 @@ func (p *Provider) Prepare(c *providers.Call, s *providers.Settings, u *provider
 			action, accept = "/converse-stream", contentEventStream
 		}
 		path, rawPath = modelPath(c.Model, action)
+	case providers.OpMessages:
+		if body, err = messagesRequest(c); err != nil {
+			return err
+		}
+		action := "/invoke"
+		if c.Stream {
+			action, accept = "/invoke-with-response-stream", contentEventStream
+		}
+		path, rawPath = modelPath(c.Model, action)
 	case providers.OpEmbeddings:
 		if c.Model == "" {
 			return apierror.BadRequest("model", "model is required: a Titan or Cohere embedding model id")
@@ -143,6 +153,8 @@ func (p *Provider) Translator(op providers.Operation) providers.Translator {
 		return chatTranslator{}
 	case providers.OpEmbeddings:
 		return embedTranslator{}
+	case providers.OpMessages:
+		return messagesTranslator{}
 	}
 	return nil
 }

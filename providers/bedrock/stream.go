@@ -36,10 +36,7 @@ const (
 // event, after which the stream ends without [DONE].
 type StreamConverter struct {
 	w            io.Writer
-	dec          *eventstream.Decoder
-	rd           bytes.Reader
-	buf          []byte // received bytes not yet decoded
-	payload      []byte // reused payload buffer
+	frames       frames
 	out          []byte // scratch for one chunk's delta
 	chunk        []byte // scratch for one chunk
 	prefix       []byte // chunk JSON up to and including `"choices":[`
@@ -61,7 +58,7 @@ type StreamConverter struct {
 func NewStreamConverter(c *providers.Call, w io.Writer) *StreamConverter {
 	s := &StreamConverter{
 		w:            w,
-		dec:          eventstream.NewDecoder(),
+		frames:       newFrames(),
 		includeUsage: gjson.GetBytes(c.Body, "stream_options.include_usage").Bool(),
 		out:          make([]byte, 0, 256),
 		chunk:        make([]byte, 0, 512),
@@ -85,34 +82,18 @@ func (s *StreamConverter) Write(p []byte) (int, error) {
 	if s.failed || s.closed {
 		return len(p), nil
 	}
-	s.buf = append(s.buf, p...)
-	off := 0
-	var err error
-	for err == nil && !s.failed && len(s.buf)-off >= preludeLen {
-		total := binary.BigEndian.Uint32(s.buf[off:])
-		headers := binary.BigEndian.Uint32(s.buf[off+4:])
-		if total < minFrame || total > maxFrame || headers > total-minFrame {
-			err = s.fail(apierror.TypeUpstream, "", "the provider sent a malformed event stream frame")
-			break
+	err := s.frames.feed(p, func(m *eventstream.Message) error {
+		if s.failed {
+			return nil
 		}
-		if len(s.buf)-off < int(total) {
-			break // wait for the rest of the frame
-		}
-		s.rd.Reset(s.buf[off : off+int(total)])
-		off += int(total)
-		msg, derr := s.dec.Decode(&s.rd, s.payload[:0])
-		if derr != nil {
-			err = s.fail(apierror.TypeUpstream, "", "the provider sent a corrupt event stream frame")
-			break
-		}
-		if cap(msg.Payload) > cap(s.payload) {
-			s.payload = msg.Payload[:0]
-		}
-		err = s.handle(&msg)
+		return s.handle(m)
+	})
+	switch err {
+	case errMalformedFrame:
+		err = s.fail(apierror.TypeUpstream, "", "the provider sent a malformed event stream frame")
+	case errCorruptFrame:
+		err = s.fail(apierror.TypeUpstream, "", "the provider sent a corrupt event stream frame")
 	}
-	// Keep only the undecoded tail, at the front of the same array.
-	n := copy(s.buf, s.buf[off:])
-	s.buf = s.buf[:n]
 	return len(p), err
 }
 
@@ -281,7 +262,7 @@ func (s *StreamConverter) Close() error {
 	if s.failed {
 		return s.streamErr
 	}
-	if len(s.buf) > 0 || !s.stopped {
+	if s.frames.pending() || !s.stopped {
 		if err := s.fail(apierror.TypeUpstream, "", "the provider's stream ended before it completed"); err != nil {
 			return err
 		}
@@ -316,3 +297,58 @@ func header(m *eventstream.Message, name string) string {
 // appendJSONString appends s as a JSON string; the escaping is shared
 // with the other translators.
 func appendJSONString(dst []byte, s string) []byte { return oaiwire.AppendString(dst, s) }
+
+// Frame errors of feed.
+var (
+	errMalformedFrame = errors.New("malformed event stream frame")
+	errCorruptFrame   = errors.New("corrupt event stream frame")
+)
+
+// frames cuts a binary event stream, delivered in arbitrary slices, into
+// decoded messages, keeping an incomplete frame until the rest arrives.
+// ConverseStream and InvokeModelWithResponseStream share it.
+type frames struct {
+	dec     *eventstream.Decoder
+	rd      bytes.Reader
+	buf     []byte // received bytes not yet decoded
+	payload []byte // reused payload buffer
+}
+
+func newFrames() frames { return frames{dec: eventstream.NewDecoder()} }
+
+// pending reports bytes of an incomplete frame.
+func (f *frames) pending() bool { return len(f.buf) > 0 }
+
+// feed decodes the complete frames p finishes, calling fn for each; it
+// stops at fn's first error, or with errMalformedFrame or errCorruptFrame.
+func (f *frames) feed(p []byte, fn func(*eventstream.Message) error) error {
+	f.buf = append(f.buf, p...)
+	off := 0
+	var err error
+	for err == nil && len(f.buf)-off >= preludeLen {
+		total := binary.BigEndian.Uint32(f.buf[off:])
+		headers := binary.BigEndian.Uint32(f.buf[off+4:])
+		if total < minFrame || total > maxFrame || headers > total-minFrame {
+			err = errMalformedFrame
+			break
+		}
+		if len(f.buf)-off < int(total) {
+			break // wait for the rest of the frame
+		}
+		f.rd.Reset(f.buf[off : off+int(total)])
+		off += int(total)
+		msg, derr := f.dec.Decode(&f.rd, f.payload[:0])
+		if derr != nil {
+			err = errCorruptFrame
+			break
+		}
+		if cap(msg.Payload) > cap(f.payload) {
+			f.payload = msg.Payload[:0]
+		}
+		err = fn(&msg)
+	}
+	// Keep only the undecoded tail, at the front of the same array.
+	n := copy(f.buf, f.buf[off:])
+	f.buf = f.buf[:n]
+	return err
+}

@@ -121,6 +121,12 @@ func (p *provider) Prepare(c *providers.Call, s *providers.Settings, u *provider
 		}
 		method = http.MethodPost
 		u.Header.Set("Content-Type", "application/json")
+	case providers.OpMessages:
+		if path, body, err = messagesRoute(c, location); err != nil {
+			return err
+		}
+		method = http.MethodPost
+		u.Header.Set("Content-Type", "application/json")
 	case providers.OpProxy:
 		// Other Vertex AI paths under the project and location.
 	default:
@@ -163,6 +169,40 @@ func (p *provider) route(c *providers.Call, location string) (path, query string
 	return prefix + suffix, query, body, err
 }
 
+// messagesVersion is the anthropic_version Vertex AI requires in a
+// Messages body.
+const messagesVersion = "vertex-2023-10-16"
+
+// messagesRoute builds the path and body of a Messages API call to a
+// Claude model: the client's body with the model moved to the URL.
+func messagesRoute(c *providers.Call, location string) (path string, body []byte, err error) {
+	pub, model, err := SplitModel(c.Model)
+	if err != nil {
+		return "", nil, err
+	}
+	if pub != Anthropic {
+		return "", nil, oaiwire.Unsupported(Slug, "/v1/messages with a Gemini model (send it to /v1/chat/completions, or name a Claude model)")
+	}
+	if model, err = gemini.Model(model); err != nil {
+		return "", nil, err
+	}
+	if body, err = anthropic.CloudBody(c.Body, messagesVersion); err != nil {
+		return "", nil, err
+	}
+	path = location + "/publishers/anthropic/models/" + model + ":rawPredict"
+	if c.Stream {
+		path = location + "/publishers/anthropic/models/" + model + ":streamRawPredict"
+	}
+	return path, body, nil
+}
+
+// SpeaksMessages implements providers.MessagesSpeaker: Claude models take
+// the Messages API on Vertex AI.
+func (p *provider) SpeaksMessages(op providers.Operation, model string) bool {
+	pub, _, err := SplitModel(model)
+	return op == providers.OpMessages && err == nil && pub == Anthropic
+}
+
 // credentials returns the bearer token and the service account's project.
 func (p *provider) credentials(s *providers.Settings, egress providers.Dialer) (token, project string, err error) {
 	if len(s.CloudCServiceAccountJSON) > 0 && string(s.CloudCServiceAccountJSON) != "null" {
@@ -181,6 +221,12 @@ func (p *provider) Translator(op providers.Operation) providers.Translator {
 		return chat{}
 	case providers.OpEmbeddings:
 		return embeddings{}
+	case providers.OpMessages:
+		return claudeNative
 	}
 	return nil
 }
+
+// claudeNative reads the usage of Messages API answers of Claude models;
+// Google's error envelope is put in Anthropic's shape.
+var claudeNative = anthropic.Native{Provider: Slug}

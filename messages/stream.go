@@ -1,0 +1,293 @@
+package messages
+
+import (
+	"bytes"
+	"io"
+	"strconv"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/oaiwire"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+)
+
+// StreamWriter receives a chat completion SSE stream (OpenAI chunks,
+// ending in data: [DONE], or a data: {"error":…} event) through Write and
+// writes Anthropic's event sequence to the underlying writer:
+//
+//	message_start, ping,
+//	per content block: content_block_start, content_block_delta…, content_block_stop
+//	message_delta (stop_reason, usage), message_stop
+//
+// Text and thinking become text_delta and thinking_delta blocks; each tool
+// call a tool_use block whose arguments arrive as input_json_delta, kept
+// open until the end so parallel calls may interleave (as Anthropic's
+// own streams may). A chat error, or a stream that ends without [DONE],
+// ends the stream with an error event instead of message_stop.
+type StreamWriter struct {
+	dst   io.Writer
+	model string
+	dec   oaiwire.Decoder
+	each  oaiwire.Handler
+	out   []byte
+
+	started, finished bool
+	// next is the index of the next content block; open is the index
+	// of the open text or thinking block (-1 for none) and openKind its
+	// type.
+	next     int
+	open     int
+	openKind string
+	// tools maps a chat tool call index to its open block index.
+	tools   map[int64]int
+	toolSeq []int
+	stop    string
+	usage   *providers.Usage
+	err     error
+}
+
+// NewStreamWriter returns a writer translating a chat stream for a
+// request for model into dst.
+func NewStreamWriter(dst io.Writer, model string) *StreamWriter {
+	s := &StreamWriter{dst: dst, model: model, open: -1, out: make([]byte, 0, 512)}
+	s.each = s.event
+	return s
+}
+
+// Write consumes chat stream bytes; it fails only when writing to the
+// underlying writer failed.
+func (s *StreamWriter) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	if !s.finished {
+		if err := s.dec.Feed(p, s.each); err != nil {
+			s.fail(TypeAPI, "the provider's stream sent an event larger than the gateway accepts")
+		}
+	}
+	s.flush()
+	if s.err != nil {
+		return 0, s.err
+	}
+	return len(p), nil
+}
+
+// Close ends the translation: a stream that did not end (failed says why
+// reading it broke off) ends with an error event.
+func (s *StreamWriter) Close(failed error) error {
+	if !s.finished {
+		s.dec.End(s.each)
+	}
+	if !s.finished {
+		msg := "the provider's stream ended before it completed"
+		if failed != nil {
+			msg = "the provider's stream failed before it completed"
+		}
+		s.fail(TypeAPI, msg)
+	}
+	s.flush()
+	return s.err
+}
+
+// Usage is the usage the chat stream reported, if any.
+func (s *StreamWriter) Usage() *providers.Usage { return s.usage }
+
+func (s *StreamWriter) flush() {
+	if len(s.out) == 0 || s.err != nil {
+		return
+	}
+	_, s.err = s.dst.Write(s.out)
+	s.out = s.out[:0]
+}
+
+// event handles one chat stream event.
+func (s *StreamWriter) event(_, data []byte) bool {
+	data = bytes.TrimSpace(data)
+	if bytes.Equal(data, []byte("[DONE]")) {
+		s.end()
+		return false
+	}
+	if jsonlimit.Check(data) != nil {
+		s.fail(TypeAPI, "the provider's stream sent an invalid event")
+		return false
+	}
+	c := gjson.ParseBytes(data)
+	if e := c.Get("error"); e.Exists() {
+		msg := e.Get("message").String()
+		if e.Type == gjson.String {
+			msg = e.String()
+		}
+		if msg == "" {
+			msg = "the provider's stream failed"
+		}
+		s.fail(TypeAPI, msg)
+		return false
+	}
+	if !s.started {
+		s.start(c.Get("id").String(), c.Get("model").String())
+	}
+	if u := c.Get("usage"); u.IsObject() {
+		s.usage = chatUsage([]byte(u.Raw))
+	}
+	ch := c.Get("choices.0")
+	if !ch.Exists() {
+		return true
+	}
+	d := ch.Get("delta")
+	if r := d.Get("reasoning_content"); r.Type == gjson.String && r.Str != "" {
+		s.textDelta("thinking", r.Str)
+	} else if r := d.Get("reasoning"); r.Type == gjson.String && r.Str != "" {
+		s.textDelta("thinking", r.Str)
+	}
+	if t := d.Get("content"); t.Type == gjson.String && t.Str != "" {
+		s.textDelta("text", t.Str)
+	}
+	if tc := d.Get("tool_calls"); tc.IsArray() {
+		tc.ForEach(func(_, v gjson.Result) bool {
+			s.toolDelta(v)
+			return true
+		})
+	}
+	if f := ch.Get("finish_reason"); f.Type == gjson.String && f.Str != "" {
+		s.stop = StopReason(f.Str)
+	}
+	return true
+}
+
+// start writes message_start and a ping.
+func (s *StreamWriter) start(id, model string) {
+	s.started = true
+	if model == "" {
+		model = s.model
+	}
+	b := append(s.out, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":"...)
+	b = oaiwire.AppendString(b, MessageID(id))
+	b = append(b, `,"type":"message","role":"assistant","model":`...)
+	b = oaiwire.AppendString(b, model)
+	b = append(b, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":0,"output_tokens":0}}}`+"\n\n"...)
+	b = append(b, "event: ping\ndata: {\"type\":\"ping\"}\n\n"...)
+	s.out = b
+}
+
+// textDelta appends text to the open block of kind ("text" or
+// "thinking"), opening one first when needed.
+func (s *StreamWriter) textDelta(kind, text string) {
+	if s.open < 0 || s.openKind != kind {
+		s.closeOpen()
+		s.open, s.openKind = s.next, kind
+		s.next++
+		b := s.blockStart(s.open)
+		if kind == "text" {
+			b = append(b, `{"type":"text","text":""}}`+"\n\n"...)
+		} else {
+			b = append(b, `{"type":"thinking","thinking":"","signature":""}}`+"\n\n"...)
+		}
+		s.out = b
+	}
+	b := s.deltaStart(s.open)
+	if kind == "text" {
+		b = append(b, `{"type":"text_delta","text":`...)
+	} else {
+		b = append(b, `{"type":"thinking_delta","thinking":`...)
+	}
+	b = oaiwire.AppendString(b, text)
+	s.out = append(b, "}}\n\n"...)
+}
+
+// toolDelta handles one chat tool call fragment: the first of a call
+// opens its tool_use block, arguments become input_json_delta.
+func (s *StreamWriter) toolDelta(v gjson.Result) {
+	idx := v.Get("index").Int()
+	blk, ok := s.tools[idx]
+	if !ok {
+		s.closeOpen()
+		if s.tools == nil {
+			s.tools = make(map[int64]int, 2)
+		}
+		blk = s.next
+		s.next++
+		s.tools[idx] = blk
+		s.toolSeq = append(s.toolSeq, blk)
+		id := v.Get("id").String()
+		if id == "" {
+			id = oaiwire.NewID("toolu_")
+		}
+		b := s.blockStart(blk)
+		b = append(b, `{"type":"tool_use","id":`...)
+		b = oaiwire.AppendString(b, id)
+		b = append(b, `,"name":`...)
+		b = oaiwire.AppendString(b, v.Get("function.name").String())
+		s.out = append(b, `,"input":{}}}`+"\n\n"...)
+	}
+	if a := v.Get("function.arguments"); a.Type == gjson.String && a.Str != "" {
+		b := s.deltaStart(blk)
+		b = append(b, `{"type":"input_json_delta","partial_json":`...)
+		b = oaiwire.AppendString(b, a.Str)
+		s.out = append(b, "}}\n\n"...)
+	}
+}
+
+func (s *StreamWriter) blockStart(i int) []byte {
+	b := append(s.out, "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":"...)
+	b = strconv.AppendInt(b, int64(i), 10)
+	return append(b, `,"content_block":`...)
+}
+
+func (s *StreamWriter) deltaStart(i int) []byte {
+	b := append(s.out, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":"...)
+	b = strconv.AppendInt(b, int64(i), 10)
+	return append(b, `,"delta":`...)
+}
+
+func (s *StreamWriter) blockStop(i int) {
+	b := append(s.out, "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":"...)
+	b = strconv.AppendInt(b, int64(i), 10)
+	s.out = append(b, "}\n\n"...)
+}
+
+// closeOpen stops the open text or thinking block.
+func (s *StreamWriter) closeOpen() {
+	if s.open >= 0 {
+		s.blockStop(s.open)
+		s.open = -1
+	}
+}
+
+// end writes the blocks' stops, message_delta and message_stop.
+func (s *StreamWriter) end() {
+	if !s.started {
+		s.start("", "")
+	}
+	s.closeOpen()
+	for _, blk := range s.toolSeq {
+		s.blockStop(blk)
+	}
+	stop := s.stop
+	if stop == "" {
+		stop = "end_turn"
+	}
+	u := UsageOf(s.usage)
+	b := append(s.out, "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"...)
+	b = oaiwire.AppendString(b, stop)
+	b = append(b, `,"stop_sequence":null},"usage":{"input_tokens":`...)
+	b = strconv.AppendInt(b, u.InputTokens, 10)
+	b = append(b, `,"output_tokens":`...)
+	b = strconv.AppendInt(b, u.OutputTokens, 10)
+	b = append(b, `,"cache_creation_input_tokens":`...)
+	b = strconv.AppendInt(b, u.CacheCreationInputTokens, 10)
+	b = append(b, `,"cache_read_input_tokens":`...)
+	b = strconv.AppendInt(b, u.CacheReadInputTokens, 10)
+	b = append(b, "}}\n\n"...)
+	s.out = append(b, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"...)
+	s.finished = true
+}
+
+// fail ends the stream with an error event.
+func (s *StreamWriter) fail(typ, msg string) {
+	if s.finished {
+		return
+	}
+	s.finished = true
+	s.out = append(s.out, ErrorEvent(typ, msg)...)
+}
