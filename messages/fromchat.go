@@ -146,7 +146,7 @@ func FromChat(chat []byte, model string) ([]byte, error) {
 	if u := chatUsage(a.Usage); u != nil {
 		resp.Usage = UsageOf(u)
 	}
-	return json.Marshal(&resp)
+	return marshal(&resp)
 }
 
 // ToolInput is a tool call's arguments as the tool_use input object: the

@@ -262,7 +262,7 @@ func (r *Request) validate(count bool) error {
 			}
 		case "disabled", "adaptive":
 		default:
-			return invalid("thinking.type", "Input tag '%s' found using 'type' does not match any of the expected tags: 'enabled', 'disabled', 'adaptive'", apierror.QuoteID(t.Type))
+			return invalid("thinking.type", "Input tag %s found using 'type' does not match any of the expected tags: 'enabled', 'disabled', 'adaptive'", apierror.QuoteID(t.Type))
 		}
 	}
 	return nil
@@ -295,7 +295,7 @@ func (r *Request) validateTools() error {
 				return invalid("tool_choice.tool.name", "Field required")
 			}
 		default:
-			return invalid("tool_choice.type", "Input tag '%s' found using 'type' does not match any of the expected tags: 'auto', 'any', 'tool', 'none'", apierror.QuoteID(c.Type))
+			return invalid("tool_choice.type", "Input tag %s found using 'type' does not match any of the expected tags: 'auto', 'any', 'tool', 'none'", apierror.QuoteID(c.Type))
 		}
 	}
 	return nil
@@ -331,7 +331,7 @@ func (m *Message) validate(f string) error {
 func (b *Block) validate(f, where string) error {
 	allowed, known := blockTypes[b.Type]
 	if !known {
-		return invalid(f+".type", "Input tag '%s' found using 'type' does not match any of the expected tags", apierror.QuoteID(b.Type))
+		return invalid(f+".type", "Input tag %s found using 'type' does not match any of the expected tags", apierror.QuoteID(b.Type))
 	}
 	if !bytes.Contains([]byte(allowed), []byte(where)) {
 		role := "user"
@@ -367,7 +367,7 @@ func (b *Block) validate(f, where string) error {
 						return err
 					}
 				default:
-					return invalid(f+".content."+strconv.Itoa(k)+".type", "Input tag '%s' found using 'type' does not match any of the expected tags: 'text', 'image', 'document', 'search_result'", apierror.QuoteID(t))
+					return invalid(f+".content."+strconv.Itoa(k)+".type", "Input tag %s found using 'type' does not match any of the expected tags: 'text', 'image', 'document', 'search_result'", apierror.QuoteID(t))
 				}
 			}
 		}
@@ -394,10 +394,10 @@ func (s *Source) validate(f string, image bool) error {
 	case "file":
 	case "text", "content":
 		if image {
-			return invalid(f+".type", "Input tag '%s' found using 'type' does not match any of the expected tags: 'base64', 'url', 'file'", s.Type)
+			return invalid(f+".type", "Input tag %s found using 'type' does not match any of the expected tags: 'base64', 'url', 'file'", apierror.QuoteID(s.Type))
 		}
 	default:
-		return invalid(f+".type", "Input tag '%s' found using 'type' does not match any of the expected tags", apierror.QuoteID(s.Type))
+		return invalid(f+".type", "Input tag %s found using 'type' does not match any of the expected tags", apierror.QuoteID(s.Type))
 	}
 	return nil
 }

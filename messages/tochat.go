@@ -1,6 +1,7 @@
 package messages
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 
@@ -101,7 +102,19 @@ func ToChat(r *Request) ([]byte, error) {
 	if err := convertTools(r, &out); err != nil {
 		return nil, err
 	}
-	return json.Marshal(&out)
+	return marshal(&out)
+}
+
+// marshal is json.Marshal without HTML escaping: the body goes to an
+// API, not a web page, and "<" stays "<" as the client wrote it.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // effortFor maps a thinking budget to OpenAI's reasoning_effort: the
