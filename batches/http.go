@@ -32,6 +32,20 @@ func UseManaged(provider string, body []byte) bool {
 		files.IsGatewayID(obj.Get("input_file_id").Str)
 }
 
+// ResumableHeader answers a batch creation: "true" when the batch can
+// resume after a restart or on another instance, else "false; " and the
+// names (never the values) of the headers holding credentials the gateway
+// does not store, which the batch runs with from memory only.
+const ResumableHeader = "X-Gateway-Batch-Resumable"
+
+func resumableValue(h http.Header) string {
+	names := Unresumable(h)
+	if len(names) == 0 {
+		return "true"
+	}
+	return "false; credentials held in memory only: " + strings.Join(names, ", ")
+}
+
 // ServeBatches serves managed batches for caller: POST /v1/batches
 // (create; body is the request body, or nil to read it from r), GET
 // /v1/batches (list), GET /v1/batches/{id} and POST
@@ -58,7 +72,9 @@ func (e *Engine) ServeBatches(w http.ResponseWriter, r *http.Request, caller Cal
 				break
 			}
 		}
-		b, err = e.Create(r.Context(), caller, r.Header, body)
+		if b, err = e.Create(r.Context(), caller, r.Header, body); err == nil {
+			w.Header().Set(ResumableHeader, resumableValue(r.Header))
+		}
 	case rest == "" && r.Method == http.MethodGet:
 		var limit int
 		if limit, err = jobs.BatchListLimit(r.URL.Query()); err == nil {
