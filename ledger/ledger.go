@@ -107,12 +107,20 @@ func (l *Ledger) Store() Store {
 // llm_ledger_records_dropped_total and logged (at most every ten
 // seconds).
 func (l *Ledger) Record(e *observe.Entry) {
-	if l == nil || e == nil {
+	if l == nil || e == nil || !recordable(e) {
 		return
 	}
 	var r Record
 	r.FromEntry(e, time.Now())
 	l.Add(&r)
+}
+
+// recordable reports whether e belongs in the ledger: a request of an
+// authenticated caller (an unauthenticated one has no workspace to be
+// seen in, and must not be able to fill the store) that is not a call of
+// the gateway's own management APIs (operation "control").
+func recordable(e *observe.Entry) bool {
+	return e.Workspace != "" && e.Operation != "control"
 }
 
 // Add queues r as Record does.

@@ -39,7 +39,7 @@ func TestFullQueueDropsWithoutBlocking(t *testing.T) {
 	st := &blockingStore{release: make(chan struct{})}
 	l := New(st, Config{Queue: 4, Batch: 1})
 	before := testutil.ToFloat64(recordsDropped)
-	e := &observe.Entry{TraceID: "t", Start: time.Now()}
+	e := &observe.Entry{TraceID: "t", Workspace: "w", Start: time.Now()}
 	// The writer holds at most one batch (1 record) in Insert; the queue
 	// holds 4 more; the remaining 5 of these 10 are dropped, and Record
 	// returns every time (the test would hang otherwise).
@@ -71,7 +71,7 @@ func TestRefusedBatchIsCountedAndDropped(t *testing.T) {
 	close(st.release)
 	l := New(st, Config{})
 	errs := testutil.ToFloat64(writeErrors)
-	l.Record(&observe.Entry{Start: time.Now()})
+	l.Record(&observe.Entry{Workspace: "w", Start: time.Now()})
 	if err := l.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -160,5 +160,25 @@ func TestLedgerWritesToDatabase(t *testing.T) {
 				t.Fatalf("totals %+v err %v; want 50 requests costing $0.50", all, err)
 			}
 		})
+	}
+}
+
+func TestOnlyCallersRequestsAreRecorded(t *testing.T) {
+	st := &blockingStore{release: make(chan struct{})}
+	close(st.release)
+	l := New(st, Config{})
+	for _, e := range []observe.Entry{
+		{Start: time.Now(), Status: 401},                          // unauthenticated: no workspace
+		{Start: time.Now(), Workspace: "w", Operation: "control"}, // the gateway's own APIs
+		{Start: time.Now(), Workspace: "w", Operation: providers.OpChat},
+	} {
+		l.Record(&e)
+	}
+	if err := l.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if st.got != 1 {
+		t.Errorf("recorded %d entries, want only the caller's chat request", st.got)
 	}
 }

@@ -45,6 +45,8 @@ var migrations = []string{
 	CREATE INDEX IF NOT EXISTS llm_ledger_org_ts ON llm_ledger (organisation_id, ts);
 	CREATE INDEX IF NOT EXISTS llm_ledger_ts ON llm_ledger (ts);
 	CREATE INDEX IF NOT EXISTS llm_ledger_trace ON llm_ledger (trace_id)`,
+	// 2: the hourly rollup (rollup.go).
+	rollupMigration,
 }
 
 // advisoryLock is the PostgreSQL advisory lock key migrations hold, so

@@ -1,10 +1,12 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 )
@@ -50,8 +52,14 @@ func ValidMetadataKey(k string) bool {
 	return true
 }
 
-// where builds the WHERE clause of f and its arguments.
+// where builds the WHERE clause of f and its arguments, over the records.
 func (s *DB) where(f *Filter) (string, []any, error) {
+	return s.whereIn(f, source{ts: "ts", from: f.From, to: f.To})
+}
+
+// whereIn builds the WHERE clause of f for the part of its time range
+// src reads, with src's time column.
+func (s *DB) whereIn(f *Filter, src source) (string, []any, error) {
 	var (
 		conds []string
 		args  []any
@@ -67,11 +75,11 @@ func (s *DB) where(f *Filter) (string, []any, error) {
 	default:
 		return "", nil, ErrNoScope
 	}
-	if !f.From.IsZero() {
-		conds, args = append(conds, "ts >= ?"), append(args, f.From.UnixMicro())
+	if !src.from.IsZero() {
+		conds, args = append(conds, src.ts+" >= ?"), append(args, src.from.UnixMicro())
 	}
-	if !f.To.IsZero() {
-		conds, args = append(conds, "ts < ?"), append(args, f.To.UnixMicro())
+	if !src.to.IsZero() {
+		conds, args = append(conds, src.ts+" < ?"), append(args, src.to.UnixMicro())
 	}
 	in := func(col string, vals []string) {
 		if len(vals) == 0 {
@@ -193,34 +201,53 @@ type Point struct {
 
 // Series returns the totals of the records f selects per bucket of the
 // given length (buckets aligned to the Unix epoch, empty ones left out),
-// oldest first, and over all of them.
+// oldest first, and over all of them. Whole hours are read from the
+// rollup when the bucket is whole hours.
 func (s *DB) Series(ctx context.Context, f *Filter, bucket time.Duration) ([]Point, Totals, error) {
 	var all Totals
-	where, args, err := s.where(f)
-	if err != nil {
-		return nil, all, err
-	}
 	b := max(bucket.Microseconds(), 1)
-	q := "SELECT (ts / ?) * ?, " + aggregates + " FROM llm_ledger" + where + " GROUP BY 1 ORDER BY 1"
-	rows, err := s.db.QueryContext(ctx, s.d.bind(q), append([]any{b, b}, args...)...)
-	if err != nil {
-		return nil, all, err
-	}
-	defer rows.Close()
-	var out []Point
-	for rows.Next() {
-		var (
-			p     Point
-			start int64
-		)
-		if err := rows.Scan(append([]any{&start}, p.dest()...)...); err != nil {
+	byStart := make(map[int64]*Point)
+	for _, src := range sources(f, bucket) {
+		where, args, err := s.whereIn(f, src)
+		if err != nil {
 			return nil, all, err
 		}
-		p.Start = time.UnixMicro(start).UTC()
-		all.add(&p.Totals)
-		out = append(out, p)
+		q := "SELECT (" + src.ts + " / ?) * ?, " + src.aggregates + " FROM " + src.table + where + " GROUP BY 1"
+		rows, err := s.db.QueryContext(ctx, s.d.bind(q), append([]any{b, b}, args...)...)
+		if err != nil {
+			return nil, all, err
+		}
+		for rows.Next() {
+			var (
+				t     Totals
+				start int64
+			)
+			if err := rows.Scan(append([]any{&start}, t.dest()...)...); err != nil {
+				rows.Close()
+				return nil, all, err
+			}
+			if t.Requests == 0 {
+				continue
+			}
+			p := byStart[start]
+			if p == nil {
+				p = &Point{Start: time.UnixMicro(start).UTC()}
+				byStart[start] = p
+			}
+			p.add(&t)
+			all.add(&t)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, all, err
+		}
 	}
-	return out, all, rows.Err()
+	out := make([]Point, 0, len(byStart))
+	for _, p := range byStart {
+		out = append(out, *p)
+	}
+	slices.SortFunc(out, func(a, b Point) int { return a.Start.Compare(b.Start) })
+	return out, all, nil
 }
 
 func (t *Totals) add(o *Totals) {
@@ -260,25 +287,80 @@ const (
 // the By constants) or, when metaKey is set, of that metadata key, most
 // requests first, and how many groups there are.
 func (s *DB) Groups(ctx context.Context, f *Filter, by, metaKey string, limit, offset int) ([]Group, int64, error) {
+	if metaKey != "" {
+		return s.metadataGroups(ctx, f, metaKey, limit, offset)
+	}
+	expr := by
+	switch by {
+	case ByStatus:
+		expr = "CAST(status AS TEXT)"
+	case ByModel, ByAPIKey, ByWorkspace, ByProvider, ByConfig, ByVirtual:
+	default:
+		return nil, 0, errors.New("ledger: unknown grouping")
+	}
+	// The grouped columns are bounded by configuration (keys, models in
+	// use), so every group is gathered and the page cut here.
+	byValue := make(map[string]*Group)
+	for _, src := range sources(f, rollupHour) {
+		where, args, err := s.whereIn(f, src)
+		if err != nil {
+			return nil, 0, err
+		}
+		q := "SELECT " + expr + ", " + src.aggregates + " FROM " + src.table + where + " GROUP BY 1"
+		rows, err := s.db.QueryContext(ctx, s.d.bind(q), args...)
+		if err != nil {
+			return nil, 0, err
+		}
+		for rows.Next() {
+			var (
+				t Totals
+				v string
+			)
+			if err := rows.Scan(append([]any{&v}, t.dest()...)...); err != nil {
+				rows.Close()
+				return nil, 0, err
+			}
+			if t.Requests == 0 {
+				continue
+			}
+			g := byValue[v]
+			if g == nil {
+				g = &Group{Value: v}
+				byValue[v] = g
+			}
+			g.add(&t)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, 0, err
+		}
+	}
+	all := make([]Group, 0, len(byValue))
+	for _, g := range byValue {
+		all = append(all, *g)
+	}
+	slices.SortFunc(all, func(a, b Group) int {
+		return cmp.Or(cmp.Compare(b.Requests, a.Requests), cmp.Compare(a.Value, b.Value))
+	})
+	total := int64(len(all))
+	if offset >= len(all) {
+		return nil, total, nil
+	}
+	return all[offset:min(offset+limit, len(all))], total, nil
+}
+
+// metadataGroups is Groups by a metadata key, whose values are as many as
+// clients send: the database pages them.
+func (s *DB) metadataGroups(ctx context.Context, f *Filter, metaKey string, limit, offset int) ([]Group, int64, error) {
+	if !ValidMetadataKey(metaKey) {
+		return nil, 0, errors.New("ledger: invalid metadata key")
+	}
 	where, args, err := s.where(f)
 	if err != nil {
 		return nil, 0, err
 	}
-	expr := by
-	var pre []any
-	switch {
-	case metaKey != "":
-		if !ValidMetadataKey(metaKey) {
-			return nil, 0, errors.New("ledger: invalid metadata key")
-		}
-		expr = "COALESCE(" + s.d.metadataValue() + ", '')"
-		pre = []any{s.d.metadataArg(metaKey)}
-	case by == ByStatus:
-		expr = "CAST(status AS TEXT)"
-	case by == ByModel, by == ByAPIKey, by == ByWorkspace, by == ByProvider, by == ByConfig, by == ByVirtual:
-	default:
-		return nil, 0, errors.New("ledger: unknown grouping")
-	}
+	expr := "COALESCE(" + s.d.metadataValue() + ", '')"
+	pre := []any{s.d.metadataArg(metaKey)}
 	var total int64
 	cq := "SELECT COUNT(*) FROM (SELECT " + expr + " FROM llm_ledger" + where + " GROUP BY 1) g"
 	if err := s.db.QueryRowContext(ctx, s.d.bind(cq), append(pre, args...)...).Scan(&total); err != nil {

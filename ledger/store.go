@@ -176,6 +176,9 @@ func (s *DB) Insert(ctx context.Context, recs []Record) error {
 			return err
 		}
 	}
+	if err := s.upsertRollup(ctx, tx, recs); err != nil {
+		return err
+	}
 	return tx.Commit()
 }
 
@@ -216,11 +219,25 @@ func appendArgs(args []any, r *Record) []any {
 		r.CacheState, r.Retries, md)
 }
 
-// Sweep implements Store.
+// Sweep implements Store. It deletes whole hours only (before is cut
+// to the hour), so the rollup and the records it sums always agree.
 func (s *DB) Sweep(ctx context.Context, before time.Time) (int64, error) {
-	res, err := s.db.ExecContext(ctx, s.d.bind("DELETE FROM llm_ledger WHERE ts < ?"), before.UnixMicro())
+	cutoff := before.Truncate(rollupHour).UnixMicro()
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, err
 	}
-	return res.RowsAffected()
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	res, err := tx.ExecContext(ctx, s.d.bind("DELETE FROM llm_ledger WHERE ts < ?"), cutoff)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := tx.ExecContext(ctx, s.d.bind("DELETE FROM llm_ledger_rollup WHERE hour < ?"), cutoff); err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, err
+	}
+	return n, tx.Commit()
 }

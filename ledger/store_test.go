@@ -183,3 +183,80 @@ func TestSweepDeletesOnlyExpired(t *testing.T) {
 		})
 	}
 }
+
+// TestRollupAgreesWithRecords checks that series and groups read from
+// the hourly rollup plus the partial hours at the ends equal the sums of
+// the records themselves, for ranges on and off the hour, with records
+// inserted in several batches (so rollup rows are updated, not only
+// created).
+func TestRollupAgreesWithRecords(t *testing.T) {
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			db := openTest(t, st.dsn(t))
+			ctx := context.Background()
+			var recs []Record
+			for i := 0; i < 600; i++ {
+				at := time.Duration(i*i%36000) * time.Second // spread over 10 hours
+				r := rec("ws", at, []string{"a", "b"}[i%2], []int{200, 429, 500}[i%3], int64(i*13+1))
+				if i%7 == 0 {
+					r.CostKnown = false
+				}
+				recs = append(recs, r)
+			}
+			for i := 0; i < len(recs); i += 100 {
+				if err := db.Insert(ctx, recs[i:i+100]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, rg := range []struct{ from, to time.Time }{
+				{t0, t0.Add(10 * time.Hour)},
+				{t0.Add(17 * time.Minute), t0.Add(9*time.Hour + 3*time.Second)},
+				{t0.Add(90 * time.Minute), t0.Add(100 * time.Minute)},
+				{time.Time{}, t0.Add(5*time.Hour + time.Minute)},
+				{t0.Add(time.Hour + time.Second), time.Time{}},
+			} {
+				var want Totals
+				wantModel := map[string]int64{}
+				for _, r := range recs {
+					if (!rg.from.IsZero() && r.Time.Before(rg.from)) || (!rg.to.IsZero() && !r.Time.Before(rg.to)) {
+						continue
+					}
+					want.Requests++
+					if r.Status >= 400 {
+						want.Errors++
+					}
+					if r.CostKnown {
+						want.CostNanoUSD += r.CostNanoUSD
+					} else {
+						want.CostUnknown++
+					}
+					wantModel[r.Model] += r.CostNanoUSD * b2i(r.CostKnown)
+				}
+				f := &Filter{Workspace: "ws", From: rg.from, To: rg.to}
+				_, got, err := db.Series(ctx, f, time.Hour)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.Requests != want.Requests || got.Errors != want.Errors || got.CostNanoUSD != want.CostNanoUSD || got.CostUnknown != want.CostUnknown {
+					t.Errorf("range %v–%v: series totals %+v, records %+v", rg.from, rg.to, got, want)
+				}
+				groups, _, err := db.Groups(ctx, f, ByModel, "", 10, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, g := range groups {
+					if g.CostNanoUSD != wantModel[g.Value] {
+						t.Errorf("range %v–%v: model %s costs %d in groups, %d in records", rg.from, rg.to, g.Value, g.CostNanoUSD, wantModel[g.Value])
+					}
+				}
+			}
+		})
+	}
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}

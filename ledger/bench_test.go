@@ -1,0 +1,105 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+)
+
+// discardStore accepts every batch at once.
+type discardStore struct{}
+
+func (discardStore) Insert(context.Context, []Record) error            { return nil }
+func (discardStore) Sweep(context.Context, time.Time) (int64, error) { return 0, nil }
+func (discardStore) Close() error                                    { return nil }
+
+// BenchmarkRecord is what recording adds to a request: building the
+// record from the log entry and queueing it (the writer runs on another
+// goroutine).
+func BenchmarkRecord(b *testing.B) {
+	l := New(discardStore{}, Config{Queue: 1 << 20})
+	defer l.Close()
+	e := &observe.Entry{TraceID: "0af7651916cd43dd8448eb211c80319c", KeyName: "team-a", Workspace: "4f8e1c7a-2b3d-4e5f-8a9b-0c1d2e3f4a5b",
+		Organisation: "9a8b7c6d-5e4f-4a3b-2c1d-0e9f8a7b6c5d", Provider: "openai", Model: "gpt-4o-mini", Operation: providers.OpChat,
+		Status: 200, Start: time.Now(), FirstByte: time.Now(), CostUSD: 0.00012, CostKnown: true,
+		Usage:    &providers.Usage{PromptTokens: 120, CompletionTokens: 40, TotalTokens: 160},
+		Metadata: map[string]string{"_user": "u1", "env": "prod"}, Attempts: []observe.Attempt{{}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		l.Record(e)
+	}
+}
+
+func benchRecords(n int) []Record {
+	recs := make([]Record, n)
+	for i := range recs {
+		recs[i] = rec(fmt.Sprintf("ws-%d", i%4), time.Duration(i)*time.Second, []string{"gpt-4o", "claude", "llama"}[i%3], 200, int64(1000+i))
+		recs[i].Metadata = map[string]string{"_user": fmt.Sprintf("u%d", i%50)}
+	}
+	return recs
+}
+
+// BenchmarkLedgerThroughput is how many records a second the ledger's
+// writer stores, through the queue, in batches of DefaultBatch.
+func BenchmarkLedgerThroughput(b *testing.B) {
+	for _, st := range stores {
+		b.Run(st.name, func(b *testing.B) {
+			db := openTest(b, st.dsn(b))
+			l := New(db, Config{Queue: 1 << 17})
+			recs := benchRecords(10_000)
+			b.ResetTimer()
+			start := time.Now()
+			n := 0
+			for b.Loop() {
+				for i := range recs {
+					l.Add(&recs[i])
+				}
+				if err := l.Sync(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				n += len(recs)
+			}
+			b.ReportMetric(float64(n)/time.Since(start).Seconds(), "records/s")
+			l.Close()
+		})
+	}
+}
+
+// BenchmarkAnalytics1M is an hourly cost series and a group by model
+// over one workspace's month of 1,000,000 records.
+func BenchmarkAnalytics1M(b *testing.B) {
+	for _, st := range stores {
+		b.Run(st.name, func(b *testing.B) {
+			db := openTest(b, st.dsn(b))
+			ctx := context.Background()
+			const total = 1_000_000
+			chunk := make([]Record, 5000)
+			for done := 0; done < total; done += len(chunk) {
+				for i := range chunk {
+					j := done + i
+					chunk[i] = rec("ws", time.Duration(j)*2600*time.Millisecond, []string{"gpt-4o", "claude", "llama"}[j%3], 200, int64(1000+j%97))
+				}
+				if err := db.Insert(ctx, chunk); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if db.Postgres() {
+				if _, err := db.db.Exec("ANALYZE llm_ledger"); err != nil {
+					b.Fatal(err)
+				}
+			}
+			f := &Filter{Workspace: "ws", From: t0, To: t0.Add(31 * 24 * time.Hour)}
+			b.ResetTimer()
+			for b.Loop() {
+				_, all, err := db.Series(ctx, f, 24*time.Hour)
+				if err != nil || all.Requests != total {
+					b.Fatalf("series over %d records, err %v", all.Requests, err)
+				}
+			}
+		})
+	}
+}
