@@ -61,6 +61,8 @@ type App struct {
 	costCatalog
 	// heldState adds "max_held_bytes" (held.go).
 	heldState
+	// ledgerState adds "ledger", the usage ledger (ledger.go).
+	ledgerState
 	// keysState adds "keys" and the managed record store (keys.go).
 	keysState
 	// admissions holds the llm_ratelimit stages managed batch lines pass
@@ -147,6 +149,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	if err := a.provisionBatches(); err != nil {
+		return err
+	}
+	if err := a.provisionLedger(ctx); err != nil {
 		return err
 	}
 	if err := observe.RegisterMetrics(ctx.GetMetricsRegistry()); err != nil {

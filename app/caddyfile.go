@@ -75,6 +75,10 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 //			max_running   <n>      # batches dispatching at once (default 8)
 //		}
 //		price_catalog <LiteLLM-format price file>
+//		ledger [<postgres:// URL | SQLite file path>] {
+//			retention <duration>   # default 90d
+//			queue     <n>          # records waiting for the writer
+//		}
 //		redis <host:port> {
 //			username <user>
 //			password <password | {env.VAR}>
@@ -140,6 +144,8 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			a.ResponsesRetention = caddy.Duration(dur)
 		case "redis":
 			err = a.unmarshalRedis(d)
+		case "ledger":
+			err = a.unmarshalLedger(d)
 		case "keys":
 			err = a.unmarshalKeys(d)
 		default:

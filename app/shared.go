@@ -77,6 +77,7 @@ func (a *App) provisionRedis() error {
 // Cleanup releases the shared Redis client when no config uses it.
 func (a *App) Cleanup() error {
 	a.cleanupBatches()
+	a.cleanupLedger()
 	var err error
 	if a.redisKey != "" {
 		_, err = redisPool.Delete(a.redisKey)
