@@ -13,7 +13,7 @@ import (
 // discardStore accepts every batch at once.
 type discardStore struct{}
 
-func (discardStore) Insert(context.Context, []Record) error            { return nil }
+func (discardStore) Insert(context.Context, []Record) error          { return nil }
 func (discardStore) Sweep(context.Context, time.Time) (int64, error) { return 0, nil }
 func (discardStore) Close() error                                    { return nil }
 

@@ -21,10 +21,10 @@ const rollupHour = time.Hour
 
 // rollupKey is one rollup row's identity.
 type rollupKey struct {
-	hour                                                    int64
-	workspace, organisation, apiKey, virtualKey, config     string
-	provider, model, cacheState                             string
-	status                                                  int
+	hour                                                int64
+	workspace, organisation, apiKey, virtualKey, config string
+	provider, model, cacheState                         string
+	status                                              int
 }
 
 // rollupSums are one rollup row's sums.
