@@ -5,7 +5,6 @@ import (
 	"io"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 )
 
@@ -20,7 +19,9 @@ import (
 // belong to each leaf target and run inside the router, per attempted
 // target, around the cache and the provider call (guardStep in
 // guardrails.go), so that their 446 is an attempt outcome that retries
-// and fallbacks see.
+// and fallbacks see. What each leaf target is sent, the adapter's chat
+// completion included, is decided once, in its attempt plan
+// (attemptplan.go).
 
 // FormatAdapter serves another API's format (the Responses API, for one)
 // per leaf target: a target that speaks the format itself is sent the
@@ -54,43 +55,6 @@ type AdaptedStream interface {
 	// Close ends the client's stream; failed, when set, says the chat
 	// stream broke off, and the client's stream then ends as failed.
 	Close(failed error) error
-}
-
-// adaptTargets gives every translated leaf target of q its chat body
-// (override_params merged into it). When no leaf is native, a body that
-// cannot be made is the client's error before any call; otherwise it
-// fails only the translated targets, when they are attempted.
-func adaptTargets(ctx context.Context, q *Request) error {
-	ad := q.adapter
-	var chat []byte
-	var chatErr error
-	made, native := false, false
-	for _, t := range q.Plan.Leaves {
-		if ad.Native(t) {
-			native = true
-			continue
-		}
-		if !made {
-			chat, chatErr = ad.ToChat(ctx, q.Call.Body)
-			chatErr = stageErrorOrNil(chatErr)
-			made = true
-		}
-		tb := &targetBody{body: chat, err: chatErr, op: providers.OpChat, adapted: true}
-		if chatErr == nil {
-			if len(t.OverrideParams) > 0 {
-				tb.body = applyOverrides(tb.body, t.OverrideParams)
-			}
-			tb.model, tb.stream = readModelStream(tb.body)
-		}
-		if q.bodies == nil {
-			q.bodies = make(map[*routing.Target]*targetBody, len(q.Plan.Leaves))
-		}
-		q.bodies[t] = tb
-	}
-	if !native && chatErr != nil {
-		return chatErr
-	}
-	return nil
 }
 
 func stageErrorOrNil(err error) error {

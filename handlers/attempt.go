@@ -49,74 +49,31 @@ type answerSink interface {
 	Done(status int, body []byte, stream bool)
 }
 
-// attemptOpts are what a decorator around the attempt adds.
-type attemptOpts struct {
-	sink answerSink
-	// label is a status a decorator reports for the target (the cache
-	// step's cache status), sent in the headers.
-	label string
-}
-
-// attempt sends one attempt to t. A success is streamed or passed through
-// to the client as it arrives (committing the request) unless something
-// needs it held; a failure, or a held success, comes back in the outcome's
-// result for the router to retry, fall back from, or end with.
-func (e *executor) attempt(ctx context.Context, t *routing.Target, try int, opts attemptOpts) routing.Outcome {
-	tb, err := e.q.bodyFor(t)
-	if err != nil || !tb.adapted {
-		return e.attemptBody(ctx, t, try, opts, tb, err)
+// attempt sends one attempt of plan p: exactly what p says, to p's
+// target. A success is streamed or passed through to the client as it
+// arrives (committing the request) unless p holds it; a failure, or a
+// held success, comes back in the outcome's result for the router to
+// retry, fall back from, or end with.
+func (e *executor) attempt(ctx context.Context, p attemptPlan) (out routing.Outcome) {
+	t := p.target
+	res := &result{answerInfo: answerInfo{target: t, try: p.try, label: p.label, adapted: p.adapted}, prompt: p.prompt}
+	if p.err != nil {
+		// A target that cannot be sent (a prompt that does not render)
+		// fails, and is not retried: the next try would fail alike.
+		return res.fail(apierror.As(p.err), routing.CauseLocal)
 	}
-	// A translated target: a context overflow it reports may be
-	// answered by one more try with a shorter conversation.
-	o := e.attemptBody(ctx, t, try, opts, tb, nil)
-	for retried := false; ; retried = true {
-		res := resultOf(o)
-		if o.Committed || res == nil || res.held == nil || res.held.status < 400 {
-			return o
-		}
-		retry, replace := e.q.adapter.Overflow(res.held.status, res.held.body, retried)
-		switch {
-		case replace != nil:
-			return res.fail(replace, routing.CauseNone)
-		case retry == nil || retried:
-			return o
-		}
-		tb.body = retry
-		o = e.attemptBody(ctx, t, try, opts, tb, nil)
-	}
-}
-
-// attemptBody sends one attempt with body tb (err: why t has none).
-func (e *executor) attemptBody(ctx context.Context, t *routing.Target, try int, opts attemptOpts, tb targetBody, err error) (out routing.Outcome) {
-	res := &result{answerInfo: answerInfo{target: t, try: try, label: opts.label, adapted: tb.adapted}}
-	p, _ := providers.Lookup(t.Settings.Provider)
-	call := e.q.Call
-	res.prompt = tb.prompt
-	if err != nil {
-		// A prompt that cannot be rendered fails this target, and is
-		// not retried: the next try would render the same.
-		return res.fail(apierror.As(err), routing.CauseLocal)
-	}
-	call.Body, call.Model, call.Stream = tb.body, tb.model, tb.stream
-	if tb.adapted {
-		call.Op, call.Method, call.Path, call.RawQuery = providers.OpChat, http.MethodPost, "/chat/completions", ""
-	} else if ae := storedOnlyHere(&call, t); ae != nil {
-		return res.fail(ae, routing.CauseLocal)
-	}
-	if b := e.guards.bodyFor(t); b != nil {
-		// A before-request hook changed what is sent.
-		call.Body = b
-	}
+	prov, _ := providers.Lookup(t.Settings.Provider)
+	call := p.call(e.q)
 	u := providers.Upstream{Header: make(http.Header, 4)}
 	if t.GuardEgress {
 		// Connections the provider makes itself (a service account's
 		// token endpoint) pass the same policy.
 		call.Egress = e.g.guard
 	}
-	if err := p.Prepare(&call, &t.Settings, &u); err != nil {
+	if err := prov.Prepare(&call, &t.Settings, &u); err != nil {
 		return res.fail(apierror.As(err), routing.CauseLocal)
 	}
-	e.logDropped(p, &call, t)
+	e.logDropped(prov, &call, t)
 	res.model = call.Model
 
 	// Only a deadline needs a context of the attempt's own: without one
@@ -143,24 +100,18 @@ func (e *executor) attemptBody(ctx context.Context, t *routing.Target, try int, 
 	r2, rt := e.upstreamRequest(attemptCtx, &call, &u, t)
 	obs.span.Inject(r2.Header)
 
-	tr := p.Translator(call.Op)
+	tr := prov.Translator(call.Op)
 	info := res.info()
 	var client http.ResponseWriter = e.out
 	commit := func(status int, h http.Header) { e.out.commit(status, h, info) }
 	var sg *streamGuard
 	if call.Stream {
 		// Hooks judge the stream on its way (guardrails_stream.go).
-		if sg = e.guards.streamGuard(ctx, t, e.out, info, e.g.MaxResponseBody); sg != nil {
+		if sg = p.guard.streamGuard(ctx, t, e.out, info, e.g.MaxResponseBody); sg != nil {
 			client, commit = sg, sg.commit
 		}
 	}
-	held := holdReasons(call.Stream,
-		holdDeadline.when(timer != nil),
-		holdSink.when(opts.sink != nil && opts.sink.Hold()),
-		holdWhole.when(e.holdSuccess),
-		holdAdapted.when(tb.adapted),
-		holdHooks.when(e.guards.holds(t)),
-		holdTranslated.when(tr != nil))
+	held := holdReasons(call.Stream, p.hold, holdSink.when(p.sink != nil && p.sink.Hold()))
 	c := &capture{
 		client:    client,
 		call:      &call,
@@ -182,11 +133,11 @@ func (e *executor) attemptBody(ctx context.Context, t *routing.Target, try int, 
 			}
 		},
 	}
-	if opts.sink != nil {
-		c.storeMax = opts.sink.Limit()
+	if sink := p.sink; sink != nil {
+		c.storeMax = sink.Limit()
 		c.store = func(body []byte, stream bool) {
 			if c.status >= 200 && c.status < 300 {
-				opts.sink.Done(c.status, body, stream)
+				sink.Done(c.status, body, stream)
 			}
 		}
 	}

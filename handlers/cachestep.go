@@ -33,16 +33,16 @@ func cacheable(method string, op providers.Operation) bool {
 	return false
 }
 
-// cacheStep is the response cache as a decorator around the executor:
-// Cached looks a target's answer up (by exact key, then, for cache mode
-// "semantic", by similarity), and Attempt runs the attempt with a sink
-// that stores its successful answer. Keys are computed once, when the
-// step is made; a step serves one request.
+// cacheStep is the response cache as a step around the sender: cached
+// looks a target's answer up (by exact key, then, for cache mode
+// "semantic", by similarity), and attempt runs the attempt with a sink
+// that stores its successful answer. Each caching target's request
+// (its key) was made while planning (request); a step serves one
+// request.
 type cacheStep struct {
-	next *executor
+	next step
+	g    *Gateway
 	rc   *responseCache
-	// targets holds the cache request of every target with a cache.
-	targets map[*routing.Target]*cachedTarget
 	// memo holds the request's embedding, shared by its targets.
 	memo embedMemo
 }
@@ -63,62 +63,45 @@ type cachedTarget struct {
 	uncacheable bool
 }
 
-// withCache returns the executor to run q with: next itself when no target
-// of q's plan caches (no cost), else next wrapped in a cacheStep.
-func withCache(next *executor, rc *responseCache) routing.Executor {
-	q := next.q
-	if rc == nil || (!cacheable(q.Call.Method, q.Call.Op) && q.adapter == nil) {
-		return next
+// request returns the cache request of planned attempt p of q, or nil
+// when its target does not cache or its answer cannot be cached.
+func (rc *responseCache) request(q *Request, p *attemptPlan) *cachedTarget {
+	t := p.target
+	if t.Cache == nil || !cacheable(q.Call.Method, p.op) || (!cacheable(q.Call.Method, q.Call.Op) && q.adapter == nil) {
+		return nil
 	}
-	var targets map[*routing.Target]*cachedTarget
-	for _, t := range q.Plan.Leaves {
-		if t.Cache == nil {
-			continue
-		}
-		tb, err := q.bodyFor(t)
-		if err != nil || !cacheable(q.Call.Method, tb.op) {
-			continue // the attempt reports the error
-		}
-		path := q.Call.Path
-		if tb.adapted {
-			// A translated target is sent, and caches, a chat completion.
-			path = "/chat/completions"
-		}
-		identity := t.Identity()
-		parts := cache.KeyParts{
-			Op:        string(tb.op),
-			Method:    q.Call.Method,
-			Path:      path,
-			Target:    identity,
+	path := q.Call.Path
+	if p.adapted {
+		// A translated target is sent, and caches, a chat completion.
+		path = "/chat/completions"
+	}
+	identity := t.Identity()
+	parts := cache.KeyParts{
+		Op:        string(p.op),
+		Method:    q.Call.Method,
+		Path:      path,
+		Target:    identity,
+		Workspace: q.Identity.WorkspaceID,
+		Body:      p.body,
+		Namespace: q.Header.CacheNamespace,
+		Metadata:  q.Header.MetadataRaw,
+	}
+	key, err := cache.Key(parts)
+	if err != nil {
+		return nil // not a JSON object: not cacheable
+	}
+	ct := &cachedTarget{maxAge: cache.MaxAge(t.Cache), parts: parts, body: p.body}
+	ct.req = semantic.Request{Key: key, ForceRefresh: q.Header.ForceRefresh, Semantic: t.Cache.Mode == "semantic"}
+	if ct.req.Semantic {
+		ct.req.Body = p.body
+		ct.req.Parts = semantic.PartitionParts{
+			Op: string(q.Call.Op), Method: q.Call.Method, Path: q.Call.Path,
 			Workspace: q.Identity.WorkspaceID,
-			Body:      tb.body,
-			Namespace: q.Header.CacheNamespace,
-			Metadata:  q.Header.MetadataRaw,
+			Namespace: q.Header.CacheNamespace, Metadata: q.Header.MetadataRaw,
+			Target: identity, Model: p.model, Embedder: rc.embedder,
 		}
-		key, err := cache.Key(parts)
-		if err != nil {
-			continue // not a JSON object: not cacheable
-		}
-		ct := &cachedTarget{maxAge: cache.MaxAge(t.Cache), parts: parts, body: tb.body}
-		ct.req = semantic.Request{Key: key, ForceRefresh: q.Header.ForceRefresh, Semantic: t.Cache.Mode == "semantic"}
-		if ct.req.Semantic {
-			ct.req.Body = tb.body
-			ct.req.Parts = semantic.PartitionParts{
-				Op: string(q.Call.Op), Method: q.Call.Method, Path: q.Call.Path,
-				Workspace: q.Identity.WorkspaceID,
-				Namespace: q.Header.CacheNamespace, Metadata: q.Header.MetadataRaw,
-				Target: identity, Model: tb.model, Embedder: rc.embedder,
-			}
-		}
-		if targets == nil {
-			targets = make(map[*routing.Target]*cachedTarget, len(q.Plan.Leaves))
-		}
-		targets[t] = ct
 	}
-	if targets == nil {
-		return next
-	}
-	return &cacheStep{next: next, rc: rc, targets: targets}
+	return ct
 }
 
 // context returns ctx carrying the request's embedding memo when ct may
@@ -128,7 +111,7 @@ func (c *cacheStep) context(ctx context.Context, ct *cachedTarget) context.Conte
 		return ctx
 	}
 	if !c.rc.semanticEnabled() {
-		c.rc.warnNoSemantic(c.next.g)
+		c.rc.warnNoSemantic(c.g)
 		return ctx
 	}
 	return context.WithValue(ctx, embedMemoKey{}, &c.memo)
@@ -153,70 +136,65 @@ func (ct *cachedTarget) label() string {
 	return status
 }
 
-// Cached implements routing.Executor: a stored answer of t, as an SSE
-// stream when the client asked for one. An answer with no stream form is
-// a miss.
-func (c *cacheStep) Cached(ctx context.Context, t *routing.Target) (routing.Outcome, bool) {
-	ct := c.target(t)
+// cached implements step: a stored answer to p, as an SSE stream when
+// the client asked for one. An answer with no stream form is a miss.
+func (c *cacheStep) cached(ctx context.Context, p attemptPlan) (routing.Outcome, bool) {
+	ct := c.target(&p)
 	if ct == nil {
-		return routing.Outcome{}, false
+		return c.next.cached(ctx, p)
 	}
 	ct.res, ct.looked = c.rc.Lookup(c.context(ctx, ct), ct.req), true
 	ent := ct.res.Entry
 	if ent == nil {
 		return routing.Outcome{}, false
 	}
-	q := c.next.q
 	body, ctype := ent.Body, "application/json"
-	tb, _ := q.bodyFor(t)
-	if tb.stream {
-		includeUsage := gjson.GetBytes(tb.body, "stream_options.include_usage").Bool()
+	if p.stream {
+		includeUsage := gjson.GetBytes(p.body, "stream_options.include_usage").Bool()
 		sse, ok := cache.Synthesize(ent.Body, includeUsage)
 		if !ok {
 			return routing.Outcome{}, false
 		}
 		body, ctype = sse, "text/event-stream"
 	}
-	res := &result{answerInfo: answerInfo{target: t, label: ct.res.Status, adapted: tb.adapted}, prompt: tb.prompt, model: tb.model}
-	if m := gjson.GetBytes(ent.Body, "model").String(); m != "" && !tb.stream {
+	res := &result{answerInfo: answerInfo{target: p.target, label: ct.res.Status, adapted: p.adapted}, prompt: p.prompt, model: p.model}
+	if m := gjson.GetBytes(ent.Body, "model").String(); m != "" && !p.stream {
 		res.model = m
 	}
 	h := http.Header{"Content-Type": {ctype}}
-	if tb.stream {
+	if p.stream {
 		h.Set("Cache-Control", "no-cache")
 	}
-	res.held = &heldAnswer{status: ent.Status, header: h, body: body, stream: tb.stream}
+	res.held = &heldAnswer{status: ent.Status, header: h, body: body, stream: p.stream}
 	return routing.Outcome{Status: ent.Status, Cached: true, Result: res}, true
 }
 
-// Attempt implements routing.Executor: the attempt, with a sink storing
-// its successful answer when t caches.
-func (c *cacheStep) Attempt(ctx context.Context, t *routing.Target, try int) routing.Outcome {
-	ct := c.target(t)
+// attempt implements step: the attempt, with a sink storing its
+// successful answer when p's target caches.
+func (c *cacheStep) attempt(ctx context.Context, p attemptPlan) routing.Outcome {
+	ct := c.target(&p)
 	if ct == nil {
-		return c.next.attempt(ctx, t, try, attemptOpts{label: statusNoCache})
+		return c.next.attempt(ctx, p)
 	}
 	// Storing outlives a client that leaves as the answer ends; the
 	// backend and the embedder bound their own time.
-	sink := &storeSink{rc: c.rc, ct: ct, ctx: context.WithoutCancel(c.context(ctx, ct))}
-	return c.next.attempt(ctx, t, try, attemptOpts{sink: sink, label: ct.label()})
+	p.sink = &storeSink{rc: c.rc, ct: ct, ctx: context.WithoutCancel(c.context(ctx, ct))}
+	p.label = ct.label()
+	return c.next.attempt(ctx, p)
 }
 
-// target returns t's cache request, keyed on the body t is actually
-// sent: a before-request hook's mutator (guardStep runs it before the
+// target returns p's cache request, keyed on the body p sends: a
+// before-request hook's mutator (the guard step runs it before the
 // lookup and before each attempt) changes the body, and an answer to the
 // changed body must never be served for the unchanged one, nor the other
-// way round. nil when t has no cache or the changed body cannot be keyed.
-func (c *cacheStep) target(t *routing.Target) *cachedTarget {
-	ct := c.targets[t]
+// way round. nil when p's target has no cache or the changed body cannot
+// be keyed.
+func (c *cacheStep) target(p *attemptPlan) *cachedTarget {
+	ct := p.cache
 	if ct == nil {
 		return nil
 	}
-	body := c.next.guards.bodyFor(t)
-	if body == nil {
-		body = ct.parts.Body
-	}
-	if bytes.Equal(body, ct.body) {
+	if bytes.Equal(p.body, ct.body) {
 		if ct.uncacheable {
 			return nil
 		}
@@ -225,15 +203,15 @@ func (c *cacheStep) target(t *routing.Target) *cachedTarget {
 	// The body changed since the key was made: key it again, and forget
 	// the lookup made for the other body.
 	parts := ct.parts
-	parts.Body = body
-	ct.body, ct.looked, ct.res = body, false, semantic.Result{}
+	parts.Body = p.body
+	ct.body, ct.looked, ct.res = p.body, false, semantic.Result{}
 	key, err := cache.Key(parts)
 	if ct.uncacheable = err != nil; ct.uncacheable {
 		return nil
 	}
 	ct.req.Key = key
 	if ct.req.Semantic {
-		ct.req.Body = body
+		ct.req.Body = p.body
 	}
 	return ct
 }

@@ -40,8 +40,8 @@ func TestCacheStep(t *testing.T) {
 	}
 	defer store.Close()
 	plain := testTarget()
-	if ex := withCache(&executor{q: cacheRequest(false, plain)}, localCache(store)); ex.(*executor) == nil {
-		t.Fatal("no caching target: the executor must run bare")
+	if bare := planSteps(t, cacheRequest(false, plain), localCache(store), nil); bare != any(bare.(*executor)) {
+		t.Fatal("no caching target: the sender must run bare")
 	}
 	cached := testTarget()
 	cached.Cache = &routing.Cache{Mode: "simple"}
@@ -52,16 +52,16 @@ func TestCacheStep(t *testing.T) {
 		defer store.Close()
 		q := cacheRequest(stream, cached)
 		rc := localCache(store)
-		step, ok := withCache(&executor{q: q}, rc).(*cacheStep)
+		step, ok := planSteps(t, q, rc, nil).(*cacheStep)
 		if !ok {
 			t.Fatal("a caching target must get the cache step")
 		}
-		if _, hit := step.Cached(context.Background(), cached); hit {
+		if _, hit := step.cached(context.Background(), q.attemptFor(cached)); hit {
 			t.Fatal("hit on an empty cache")
 		}
-		sink := &storeSink{rc: rc, ct: step.targets[cached], ctx: context.Background()}
+		sink := &storeSink{rc: rc, ct: q.attemptFor(cached).cache, ctx: context.Background()}
 		sink.Done(200, []byte(answer), false)
-		o, hit := step.Cached(context.Background(), cached)
+		o, hit := step.cached(context.Background(), q.attemptFor(cached))
 		res := resultOf(o)
 		if !hit || res == nil || res.label != cache.StatusHit || res.held == nil || o.Committed {
 			t.Fatalf("stream=%v: hit=%v %+v", stream, hit, res)

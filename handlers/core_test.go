@@ -67,20 +67,20 @@ func TestResponderHeld(t *testing.T) {
 	}
 }
 
-func TestTargetBodies(t *testing.T) {
+func TestPlanAttemptsBodies(t *testing.T) {
 	plain, over := testTarget(), testTarget()
 	over.OverrideParams = map[string]json.RawMessage{"model": json.RawMessage(`"gpt-4o"`), "stream": json.RawMessage(`true`)}
 	q := &Request{Call: providers.Call{Op: providers.OpChat, Body: []byte(`{"model":"m","messages":[]}`), Model: "m"},
 		Plan: &routing.Plan{Leaves: []*routing.Target{plain, over}}}
 	g := &Gateway{}
-	if err := g.targetBodies(httptest.NewRequest("POST", "/v1/chat/completions", nil), q); err != nil {
+	if err := g.planAttempts(httptest.NewRequest("POST", "/v1/chat/completions", nil).Context(), q, nil, false); err != nil {
 		t.Fatal(err)
 	}
-	if tb, _ := q.bodyFor(plain); string(tb.body) != string(q.Call.Body) || tb.model != "m" {
-		t.Fatalf("plain target: %+v", tb)
+	if p := q.attemptFor(plain); string(p.body) != string(q.Call.Body) || p.model != "m" {
+		t.Fatalf("plain target: %+v", p)
 	}
-	if tb, _ := q.bodyFor(over); tb.model != "gpt-4o" || !tb.stream || !strings.Contains(string(tb.body), `"messages"`) {
-		t.Fatalf("override target: %s", tb.body)
+	if p := q.attemptFor(over); p.model != "gpt-4o" || !p.stream || !strings.Contains(string(p.body), `"messages"`) {
+		t.Fatalf("override target: %s", p.body)
 	}
 }
 

@@ -9,24 +9,19 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 )
 
-// executor implements routing.Executor for one request: the router calls
-// it once per attempt, and it answers with a routing.Outcome whose Result
-// is the attempt's *result. It holds only what does not change during the
-// request; each attempt keeps its own state on its own stack.
+// executor is the sender of one request's attempts: the last of the steps
+// (steps.go), it sends an attempt plan and answers with a routing.Outcome
+// whose Result is the attempt's *result. It holds only what does not
+// change during the request; each attempt keeps its own state on its own
+// stack.
 type executor struct {
 	g   *Gateway
 	q   *Request
 	r   *http.Request
 	out *responder
-	// holdSuccess holds every non-stream success whole, for what needs
-	// the complete answer before the client has it (a prompt
-	// completion's envelope, the semantic cache's embedding calls).
-	holdSuccess bool
 	// answerLimit, when set, bounds a held answer more tightly than
 	// max_response_body (the semantic cache's embedding calls).
 	answerLimit int64
-	// guards is the request's hook state; nil when its plan has no hooks.
-	guards *guardSession
 	// attempts counts the upstream calls made, for the trace spans.
 	attempts int
 	// budget bounds the bytes of answers held by all requests
@@ -46,15 +41,9 @@ func (e *executor) maxBody() int64 {
 	return e.g.MaxResponseBody
 }
 
-// Cached implements routing.Executor: without a cache step there is no
-// cache to answer from.
-func (e *executor) Cached(context.Context, *routing.Target) (routing.Outcome, bool) {
+// cached implements step: the sender has no stored answers.
+func (e *executor) cached(context.Context, attemptPlan) (routing.Outcome, bool) {
 	return routing.Outcome{}, false
-}
-
-// Attempt implements routing.Executor.
-func (e *executor) Attempt(ctx context.Context, t *routing.Target, try int) routing.Outcome {
-	return e.attempt(ctx, t, try, attemptOpts{label: statusNoCache})
 }
 
 // result is what one attempt produced, carried back to serve in the

@@ -155,21 +155,21 @@ func (g *Gateway) newGuardSession(q *Request) (*guardSession, error) {
 	return gs, nil
 }
 
-// runBefore runs t's before-hooks on the body t would be sent, making t
-// the session's current target.
-func (gs *guardSession) runBefore(ctx context.Context, t *routing.Target) {
+// runBefore runs the before-hooks of p's target on the body p would
+// send, making it the session's current target.
+func (gs *guardSession) runBefore(ctx context.Context, p *attemptPlan) {
+	t := p.target
 	gs.cur = guardAttempt{t: t}
-	tb, err := gs.q.bodyFor(t)
-	if err != nil {
+	if p.err != nil {
 		return // the attempt reports it
 	}
 	gs.cur.req = guardrails.Request{
-		Body:     tb.body,
-		Type:     guardrails.RequestType(string(gs.q.Call.Op), tb.stream),
+		Body:     p.body,
+		Type:     guardrails.RequestType(string(gs.q.Call.Op), p.stream),
 		Provider: t.Settings.Provider,
-		Model:    tb.model,
+		Model:    p.model,
 		Metadata: gs.q.Header.Metadata,
-		Stream:   tb.stream,
+		Stream:   p.stream,
 	}
 	gs.cur.before, gs.cur.err = gs.rn.Before(ctx, t.BeforeRequestHooks, &gs.cur.req)
 	recordVerdicts("input", gs.cur.before)
@@ -196,60 +196,60 @@ func recordVerdicts(stage string, r *guardrails.Result) {
 	}
 }
 
-// holds reports whether a non-stream answer of t must be held for its
-// hooks: to judge it, or to attach the results to it.
-func (gs *guardSession) holds(t *routing.Target) bool {
-	return gs != nil && hooked(t)
-}
-
-// bodyFor returns the body a before-hook mutator made for t, or nil.
-func (gs *guardSession) bodyFor(t *routing.Target) []byte {
-	if gs == nil || gs.cur.t != t || gs.cur.before == nil || !gs.cur.before.Transformed {
-		return nil
+// apply completes p with what the current target's before-hooks made:
+// the body a mutator changed, and the session that judges its stream.
+func (gs *guardSession) apply(p *attemptPlan) {
+	if b := gs.cur.before; b != nil && b.Transformed {
+		p.body = b.Body
 	}
-	return gs.cur.before.Body
+	p.guard = gs
 }
 
 func (gs *guardSession) record() *hookRecord {
 	return &hookRecord{before: gs.cur.before, after: gs.cur.after}
 }
 
-// guardStep runs the hooks around the executor for targets that have
+// guardStep runs the hooks around the next steps for targets that have
 // them; targets without hooks pass straight through.
 type guardStep struct {
-	next routing.Executor
+	next step
 	gs   *guardSession
 }
 
-// Cached implements routing.Executor: before-hooks decide first; a
-// stored answer then passes the after-hooks like a fresh one.
-func (s *guardStep) Cached(ctx context.Context, t *routing.Target) (routing.Outcome, bool) {
-	if !hooked(t) {
-		return s.next.Cached(ctx, t)
+// cached implements step: before-hooks decide first; a stored answer
+// (to the body they made) then passes the after-hooks like a fresh one.
+func (s *guardStep) cached(ctx context.Context, p attemptPlan) (routing.Outcome, bool) {
+	if !hooked(p.target) {
+		return s.next.cached(ctx, p)
 	}
-	s.gs.runBefore(ctx, t)
+	s.gs.runBefore(ctx, &p)
 	if s.gs.cur.err != nil || s.gs.cur.before.Denied() {
 		return routing.Outcome{}, false
 	}
-	o, ok := s.next.Cached(ctx, t)
+	s.gs.apply(&p)
+	o, ok := s.next.cached(ctx, p)
 	if !ok {
 		return o, false
 	}
 	return s.after(ctx, o), true
 }
 
-// Attempt implements routing.Executor.
-func (s *guardStep) Attempt(ctx context.Context, t *routing.Target, try int) routing.Outcome {
+// attempt implements step: a denied request is answered 446 without
+// calling the provider; otherwise the attempt sends what the hooks
+// made, and its answer passes the after-hooks.
+func (s *guardStep) attempt(ctx context.Context, p attemptPlan) routing.Outcome {
+	t := p.target
 	if !hooked(t) {
-		return s.next.Attempt(ctx, t, try)
+		return s.next.attempt(ctx, p)
 	}
 	gs := s.gs
-	if try > 0 || gs.cur.t != t {
-		gs.runBefore(ctx, t)
+	if p.try > 0 || gs.cur.t != t {
+		// A retry is judged again; the first try was judged by cached.
+		gs.runBefore(ctx, &p)
 	}
 	cur := &gs.cur
 	if cur.err != nil || cur.before.Denied() {
-		res := &result{answerInfo: answerInfo{target: t, try: try, label: statusNoCache}, model: cur.req.Model}
+		res := &result{answerInfo: answerInfo{target: t, try: p.try, label: statusNoCache}, model: cur.req.Model}
 		if cur.err != nil {
 			// An unusable hook fails the attempt; it is not retried.
 			return res.fail(apierror.As(cur.err), routing.CauseLocal)
@@ -259,7 +259,8 @@ func (s *guardStep) Attempt(ctx context.Context, t *routing.Target, try int) rou
 		res.err = "denied by a before-request hook"
 		return routing.Outcome{Status: guardrails.StatusDenied, Result: res}
 	}
-	return s.after(ctx, s.next.Attempt(ctx, t, try))
+	gs.apply(&p)
+	return s.after(ctx, s.next.attempt(ctx, p))
 }
 
 // after runs the after-hooks on an attempt's held answer (a stream that

@@ -47,41 +47,19 @@ type Request struct {
 	// varsBody is the client's body carrying prompt variables, set when
 	// some target renders its own prompt.
 	varsBody []byte
-	// bodies holds, for each target whose body differs from Call.Body
-	// (a prompt_id to render, override_params to merge), that body. It is
-	// filled once while planning; nil when no target needs one.
-	bodies map[*routing.Target]*targetBody
+	// attempts holds the attempt plan of each leaf target of Plan, in
+	// order (attemptplan.go); one is its storage for a single target.
+	attempts []attemptPlan
+	one      [1]attemptPlan
 	// adapter serves the request in another API's format per target
 	// (see FormatAdapter); nil for a plain request.
 	adapter FormatAdapter
-}
-
-// targetBody is a target's own request body, or why it has none.
-type targetBody struct {
-	body   []byte
-	err    error
-	prompt promptUse
-	model  string
-	stream bool
-	// op is the operation sent to the target; adapted marks a target
-	// sent the adapter's chat completion instead of the client's body.
-	op      providers.Operation
-	adapted bool
 }
 
 // promptUse names a prompt version whose rendering was sent, for the log.
 type promptUse struct {
 	id      string
 	version int
-}
-
-// bodyFor returns the body, model and stream flag to send to t, and the
-// prompt it was rendered from.
-func (q *Request) bodyFor(t *routing.Target) (targetBody, error) {
-	if tb := q.bodies[t]; tb != nil {
-		return *tb, tb.err
-	}
-	return targetBody{body: q.Call.Body, prompt: q.Prompt, model: q.Call.Model, stream: q.Call.Stream, op: q.Call.Op}, nil
 }
 
 // parse reads everything the pipeline needs from r: the gateway headers,
@@ -96,13 +74,9 @@ func (g *Gateway) parse(r *http.Request, f *flight) (*Request, error) {
 		return nil, err
 	}
 	q := &Request{Header: hdr, RouteHeader: hdr}
-	id, ok := g.authenticate(r, hdr.APIKey)
-	if !ok {
-		msg := "missing gateway API key: send it in the " + ingress.Prefix + ingress.APIKey + " header"
-		if hdr.APIKey != "" {
-			msg = "invalid gateway API key"
-		}
-		return q, apierror.New(http.StatusUnauthorized, apierror.TypeAuthentication, msg).WithCode("invalid_api_key")
+	id, err := g.identify(r, hdr)
+	if err != nil {
+		return q, err
 	}
 	q.Identity = id
 
@@ -126,9 +100,15 @@ func (g *Gateway) parse(r *http.Request, f *flight) (*Request, error) {
 	// Prompt completions lie under the prompt API's prefix but are
 	// inference: they take the whole pipeline, not the control plane.
 	if ref, ok := prompts.CompletionsRef(r.URL.Path); ok && r.Method == http.MethodPost {
-		return q, g.promptCompletion(r, q, ref)
+		if err := g.promptCompletion(r, q, ref); err != nil {
+			return q, err
+		}
+		return q, checkModel(id, c)
 	}
-	return q, inspectBody(r, c)
+	if err := inspectBody(r, c); err != nil {
+		return q, err
+	}
+	return q, checkModel(id, c)
 }
 
 // readBody reads the whole body, bounded by the configured limit, because
@@ -203,12 +183,12 @@ func inspectBody(r *http.Request, c *providers.Call) error {
 }
 
 // plan completes q: the routing plan (saved configs, virtual keys and
-// prompt targets resolved) and each target's own body. After plan, q
-// does not change.
+// prompt targets resolved) and each leaf target's attempt plan. After
+// plan, q does not change.
 func (g *Gateway) plan(r *http.Request, q *Request) error {
 	var err error
 	if q.Plan == nil {
-		if q.Plan, err = routing.Resolve(q.RouteHeader, g.app, g.configs); err != nil {
+		if q.Plan, err = routing.Resolve(q.RouteHeader, g.app.For(q.Identity), g.configs); err != nil {
 			return err
 		}
 	}
@@ -216,40 +196,7 @@ func (g *Gateway) plan(r *http.Request, q *Request) error {
 		return err
 	}
 	takeVariables(q)
-	if err := g.targetBodies(r, q); err != nil {
-		return err
-	}
-	if q.adapter != nil {
-		return adaptTargets(r.Context(), q)
-	}
-	return nil
-}
-
-// targetBodies renders, once, the body of every target that has its own:
-// a prompt_id to render (chat completions only) or override_params to
-// merge (shallowly, overriding the client's keys). A body that cannot be
-// made fails that target only, when it is attempted.
-func (g *Gateway) targetBodies(r *http.Request, q *Request) error {
-	for _, t := range q.Plan.Leaves {
-		render := t.PromptID != "" && q.Call.Op == providers.OpChat
-		if len(t.OverrideParams) == 0 && !render {
-			continue
-		}
-		tb := &targetBody{body: q.Call.Body, prompt: q.Prompt, op: q.Call.Op}
-		if render {
-			tb.body, tb.prompt, tb.err = renderTarget(r.Context(), g.app.PromptRegistry(), q, t)
-		}
-		if tb.err == nil && len(t.OverrideParams) > 0 && jsonlimit.Check(tb.body) == nil {
-			tb.body = applyOverrides(tb.body, t.OverrideParams)
-		}
-		tb.model = gjson.GetBytes(tb.body, "model").String()
-		tb.stream = gjson.GetBytes(tb.body, "stream").Bool()
-		if q.bodies == nil {
-			q.bodies = make(map[*routing.Target]*targetBody, len(q.Plan.Leaves))
-		}
-		q.bodies[t] = tb
-	}
-	return nil
+	return g.planAttempts(r.Context(), q, g.cache, q.Envelope)
 }
 
 // checkJSONObject is the check every inference body passes: a JSON

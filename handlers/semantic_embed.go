@@ -72,10 +72,13 @@ func (e *gatewayEmbedder) embed(ctx context.Context, text string) ([]float32, er
 		ClientHeader: r.Header,
 		Plan:         plan,
 	}
-	// Every answer is held (never written to w) and bounded.
-	ex := &executor{g: e.g, q: q, r: r, out: &responder{w: w}, holdSuccess: true, answerLimit: maxEmbeddingAnswer}
+	// Every answer is held (never written to w) and bounded; no cache.
+	if err := e.g.planAttempts(ctx, q, nil, true); err != nil {
+		return nil, fmt.Errorf("embedding virtual key %q: %v", e.virtualKey, err)
+	}
+	ex := &executor{g: e.g, q: q, r: r, out: &responder{w: w}, answerLimit: maxEmbeddingAnswer}
 	rq := &routing.Request{Params: body, Path: q.URLPath}
-	rr, err := e.g.router.Run(r.Context(), plan, rq, ex)
+	rr, err := e.g.router.Run(r.Context(), plan, rq, steps(q, ex, nil, nil))
 	if err != nil {
 		return nil, fmt.Errorf("embedding virtual key %q: routing failed", e.virtualKey)
 	}

@@ -79,6 +79,7 @@ func (g *Gateway) startFlight(w http.ResponseWriter, r *http.Request) *flight {
 	// The clock starts here; everything else is filled by finish.
 	f.entry.Start = time.Now()
 	f.entry.Method = r.Method
+	f.out.shape = errorShaperFor(r.URL.Path)
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 		repl.Map(f.placeholder)
 	}
@@ -135,6 +136,11 @@ func (g *Gateway) route(r *http.Request, q *Request, f *flight) error {
 			return err
 		}
 	}
+	if q.Call.Op == providers.OpMessages || q.Call.Op == providers.OpCountTokens {
+		if done, err := g.messagesRoute(r, q, f); done || err != nil {
+			return err
+		}
+	}
 	f.out.adapter, f.out.ctx = q.adapter, r.Context()
 	if err := g.plan(r, q); err != nil {
 		return err
@@ -149,19 +155,12 @@ func (g *Gateway) run(r *http.Request, q *Request, f *flight) error {
 	ex := &executor{g: g, q: q, r: r, out: &f.out, budget: g.app.HeldBudget()}
 	// Held answers count against the budget until written below.
 	defer ex.releaseHeld()
-	// A prompt completion's envelope wraps the whole answer.
-	ex.holdSuccess = q.Envelope
-	rq := &routing.Request{Metadata: q.RouteHeader.Metadata, MetadataRaw: q.RouteHeader.MetadataRaw, Params: q.Call.Body, Path: q.URLPath}
-	var exec routing.Executor = withCache(ex, g.cache)
 	gs, err := g.newGuardSession(q)
 	if err != nil {
 		return err
 	}
-	if gs != nil {
-		ex.guards = gs
-		exec = &guardStep{next: exec, gs: gs}
-	}
-	rr, err := g.router.Run(r.Context(), q.Plan, rq, exec)
+	rq := &routing.Request{Metadata: q.RouteHeader.Metadata, MetadataRaw: q.RouteHeader.MetadataRaw, Params: q.Call.Body, Path: q.URLPath}
+	rr, err := g.router.Run(r.Context(), q.Plan, rq, steps(q, ex, g.cache, gs))
 	f.steps = rr.Steps
 	f.res, f.status, f.done = resultOf(rr.Outcome), rr.Status, rr.Committed
 	f.price(g.app.Prices())
