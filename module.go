@@ -18,6 +18,7 @@ import (
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/ratelimit"
 	// Management APIs register their control-plane routes.
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/prompts/promptapi"
+	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/keys/keysapi"
 	// The llm_secrets log encoder and field filter mask credential headers
 	// in logs.
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/logfilter"

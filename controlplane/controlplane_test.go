@@ -21,11 +21,6 @@ func TestOwnsUnservedControlPlane(t *testing.T) {
 		path string
 		want bool
 	}{
-		{"/v1/virtual-keys", true},
-		{"/v1/virtual-keys/vk-1", true},
-		{"/v1/configs", true},
-		{"/v1/configs/pc-1", true},
-		{"/v1/api-keys", true},
 		{"/v1/logs", true},
 		{"/v1/logs/exports/x", true},
 		{"/v1/analytics/graphs/requests", true},
@@ -54,9 +49,9 @@ func TestOwnsUnservedControlPlane(t *testing.T) {
 
 func TestUnservedAnswer404(t *testing.T) {
 	for _, tc := range []struct{ method, path string }{
-		{"GET", "/v1/virtual-keys"},
-		{"POST", "/v1/configs"},
-		{"DELETE", "/v1/api-keys/k1"},
+		{"GET", "/v1/guardrails"},
+		{"POST", "/v1/integrations"},
+		{"DELETE", "/v1/labels/l1"},
 		{"GET", "/v1/logs/exports"},
 		{"GET", "/v1/analytics/graphs/requests"},
 		{"GET", "/v1/admin/users"},
@@ -75,7 +70,7 @@ func TestUnservedAnswer404(t *testing.T) {
 }
 
 func TestUnservedLongPathNotEchoed(t *testing.T) {
-	long := "/v1/configs/" + strings.Repeat("s", 10000)
+	long := "/v1/labels/" + strings.Repeat("s", 10000)
 	w := serve("GET", long, "")
 	if w.Code != 404 || w.Body.Len() > 600 {
 		t.Fatalf("%d, %d bytes", w.Code, w.Body.Len())

@@ -8,17 +8,15 @@ import (
 )
 
 // Unserved are the Portkey SDK's control-plane APIs this gateway does not
-// implement (virtual keys, configs and API keys are declared in the `llm`
-// app; logs and analytics go to Caddy's logs and metrics). Owning them
+// implement (logs and analytics go to Caddy's logs and metrics; keys,
+// virtual keys, configs and the audit log are served by package
+// keys/keysapi). Owning them
 // keeps such calls from being forwarded to an LLM provider with the
 // provider's key: they get a 404 envelope from the gateway instead.
 // Sources: portkey-python-sdk PortkeyApiPaths and portkey-node-sdk
 // constants. /v1/providers is left out on purpose: OpenRouter serves
 // GET /v1/providers, so it stays a provider path.
 var Unserved = []string{
-	"/v1/virtual-keys/",
-	"/v1/configs/",
-	"/v1/api-keys/",
 	"/v1/logs/",
 	"/v1/analytics/",
 	"/v1/admin/",
@@ -28,7 +26,6 @@ var Unserved = []string{
 	"/v1/mcp-integrations/",
 	"/v1/collections/",
 	"/v1/labels/",
-	"/v1/audit-logs/",
 	"/v1/prompt/",
 }
 
@@ -56,6 +53,6 @@ func isUnserved(path string) bool {
 // notServed is the 404 for an Unserved API.
 func notServed(w http.ResponseWriter, path string) {
 	apierror.Write(w, apierror.Newf(http.StatusNotFound, apierror.TypeNotFound,
-		"the gateway does not serve the control-plane API %s: virtual keys, configs and API keys are declared in the llm app's configuration, logs and analytics are Caddy's logs and metrics",
+		"the gateway does not serve the control-plane API %s: logs and analytics are Caddy's logs and metrics",
 		apierror.QuotePath(path)).WithCode("control_plane_not_served"))
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
 )
 
 // Prefixes accepted for gateway headers.
@@ -240,6 +241,11 @@ func Parse(h http.Header) (*Headers, error) {
 	if vs := h["Authorization"]; len(vs) > 0 {
 		out.Authorization = BearerToken(vs[0])
 	}
+	if out.APIKey == "" && keys.IsKey(out.Authorization) {
+		// A plain OpenAI client sends the gateway key as its API key: it
+		// is the caller's key then, never a provider's.
+		out.APIKey, out.Authorization = out.Authorization, ""
+	}
 
 	if md := get(slotMetadata); md != "" {
 		m, err := parseMetadata(md)
@@ -278,6 +284,21 @@ func Parse(h http.Header) (*Headers, error) {
 		}
 	}
 	return out, nil
+}
+
+// GatewayKey returns the gateway key of a request: the x-gateway-api-key
+// header, else an Authorization bearer token in the gateway key format
+// (keys.IsKey), as a plain OpenAI client sends it.
+func GatewayKey(h http.Header) string {
+	if k, _ := Get(h, APIKey); k != "" {
+		return strings.TrimSpace(k)
+	}
+	if vs := h["Authorization"]; len(vs) > 0 {
+		if t := BearerToken(vs[0]); keys.IsKey(t) {
+			return t
+		}
+	}
+	return ""
 }
 
 // BearerToken strips an optional "Bearer " scheme from an Authorization

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -171,9 +170,8 @@ func (h *Handler) admit(r *http.Request, id *app.Identity) (*verdict, error) {
 		return nil, nil
 	}
 	if id == nil {
-		key, _ := ingress.Get(r.Header, ingress.APIKey)
 		var ok bool
-		if id, ok = h.ctl.Authenticate(strings.TrimSpace(key)); !ok {
+		if id, ok = h.ctl.Authenticate(ingress.GatewayKey(r.Header)); !ok {
 			return nil, nil
 		}
 	}

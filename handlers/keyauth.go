@@ -1,0 +1,99 @@
+package handlers
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+)
+
+// identify authenticates the caller of r (x-gateway-api-key, or a gateway
+// key sent as Authorization: Bearer, which ingress moved there) and
+// applies its key's defaults to hdr. A refused key gets the 401 saying
+// why (expired, revoked, disabled, rotated out, unknown, missing).
+func (g *Gateway) identify(r *http.Request, hdr *ingress.Headers) (*app.Identity, error) {
+	id, ok := g.authenticate(r, hdr.APIKey)
+	if !ok {
+		return nil, g.app.AuthError(hdr.APIKey)
+	}
+	applyDefaults(hdr, id.Defaults)
+	return id, nil
+}
+
+// applyDefaults routes a request that names no config, virtual key or
+// provider by the key's default config (else virtual key), and puts the
+// key's default metadata under the request's: a request's own value of a
+// metadata key wins.
+func applyDefaults(hdr *ingress.Headers, d *keys.Defaults) {
+	if d == nil {
+		return
+	}
+	if hdr.Config == "" && hdr.VirtualKey == "" && hdr.Provider == "" {
+		if d.ConfigID != "" {
+			hdr.Config = d.ConfigID
+		} else {
+			hdr.VirtualKey = d.VirtualKey
+		}
+	}
+	if len(d.Metadata) == 0 {
+		return
+	}
+	merged := make(map[string]string, len(d.Metadata)+len(hdr.Metadata))
+	for k, v := range d.Metadata {
+		merged[k] = v
+	}
+	for k, v := range hdr.Metadata {
+		merged[k] = v
+	}
+	raw := hdr.MetadataRaw
+	if raw == "" {
+		raw = "{}"
+	}
+	// The raw form keeps the request's own JSON (nested values) and adds
+	// the defaults it lacks.
+	var b strings.Builder
+	b.WriteString(strings.TrimSuffix(strings.TrimSpace(raw), "}"))
+	first := strings.TrimSpace(raw) == "{}"
+	for k, v := range d.Metadata {
+		if _, own := hdr.Metadata[k]; own {
+			continue
+		}
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		kj, _ := json.Marshal(k)
+		vj, _ := json.Marshal(v)
+		b.Write(kj)
+		b.WriteByte(':')
+		b.Write(vj)
+	}
+	b.WriteByte('}')
+	hdr.Metadata, hdr.MetadataRaw = merged, b.String()
+}
+
+// checkModel refuses a model the caller's key may not use: the body's
+// model, or the one GET /v1/models/{id} names.
+func checkModel(id *app.Identity, c *providers.Call) error {
+	if len(id.AllowedModels) == 0 {
+		return nil
+	}
+	model := c.Model
+	if c.Op == providers.OpModels {
+		model, _ = strings.CutPrefix(c.Path, "/models/")
+		if model == c.Path {
+			model = ""
+		}
+	}
+	if model == "" || keys.ModelAllowed(id.AllowedModels, model) {
+		return nil
+	}
+	e := apierror.Newf(http.StatusForbidden, apierror.TypeInvalidRequest, "the model %s is not allowed for this gateway API key", apierror.QuoteID(model)).WithCode("model_not_allowed")
+	e.Param = "model"
+	return e
+}

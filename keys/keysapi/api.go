@@ -1,0 +1,301 @@
+// Package keysapi serves the management API of gateway keys, virtual keys
+// and saved configs (/v1/api-keys, /v1/virtual-keys, /v1/configs) and the
+// audit log of their changes (/v1/audit-logs) through the gateway's
+// control plane, in the shapes the portkey-ai SDK sends and reads.
+// Importing it registers the routes; the records live in package keys.
+//
+// Every route checks a scope (api_keys.create, configs.read, …) and the
+// caller's reach: a workspace key sees and changes only its workspace's
+// records, an organisation key those of every workspace of its
+// organisation; a record out of reach is a 404, as if it did not exist.
+// Records declared in the Caddyfile are listed with source "config" and
+// are read-only (409).
+package keysapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
+)
+
+// routes is the API's own mux, dispatched once more so path values are
+// set (the control plane finds handlers with ServeMux.Handler).
+var routes = http.NewServeMux()
+
+func init() {
+	for _, r := range []struct {
+		pattern, owned string
+		fn             func(*call) (any, error)
+	}{
+		{"POST /v1/api-keys/{type}/{subtype}", "/v1/api-keys/", createAPIKey},
+		{"GET /v1/api-keys", "/v1/api-keys/", listAPIKeys},
+		{"GET /v1/api-keys/{id}", "/v1/api-keys/", getAPIKey},
+		{"PUT /v1/api-keys/{id}", "/v1/api-keys/", updateAPIKey},
+		{"DELETE /v1/api-keys/{id}", "/v1/api-keys/", deleteAPIKey},
+		{"POST /v1/api-keys/{id}/rotate", "/v1/api-keys/", rotateAPIKey},
+		{"POST /v1/virtual-keys", "/v1/virtual-keys/", createVirtualKey},
+		{"GET /v1/virtual-keys", "/v1/virtual-keys/", listVirtualKeys},
+		{"GET /v1/virtual-keys/{slug}", "/v1/virtual-keys/", getVirtualKey},
+		{"PUT /v1/virtual-keys/{slug}", "/v1/virtual-keys/", updateVirtualKey},
+		{"DELETE /v1/virtual-keys/{slug}", "/v1/virtual-keys/", deleteVirtualKey},
+		{"POST /v1/virtual-keys/{slug}/rotate", "/v1/virtual-keys/", rotateVirtualKey},
+		{"POST /v1/configs", "/v1/configs/", createConfig},
+		{"GET /v1/configs", "/v1/configs/", listConfigs},
+		{"GET /v1/configs/{slug}", "/v1/configs/", getConfig},
+		{"PUT /v1/configs/{slug}", "/v1/configs/", updateConfig},
+		{"DELETE /v1/configs/{slug}", "/v1/configs/", deleteConfig},
+		{"GET /v1/configs/{slug}/versions", "/v1/configs/", listConfigVersions},
+		{"GET /v1/audit-logs", "/v1/audit-logs/", listAuditLogs},
+	} {
+		routes.HandleFunc(r.pattern, handle(r.fn))
+		controlplane.Handle(r.pattern, r.owned, routes.ServeHTTP)
+	}
+}
+
+// call is one API request.
+type call struct {
+	r     *http.Request
+	id    *app.Identity
+	app   *app.App
+	store *keys.Store
+	body  []byte
+}
+
+func handle(fn func(*call) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		cp := controlplane.From(r)
+		if cp == nil || cp.Identity == nil || cp.App == nil || cp.App.KeyStore() == nil {
+			apierror.Write(w, apierror.New(http.StatusInternalServerError, apierror.TypeServer, "keys API called outside the gateway"))
+			return
+		}
+		out, err := fn(&call{r: r, id: cp.Identity, app: cp.App, store: cp.App.KeyStore(), body: cp.Body})
+		if err != nil {
+			var e *apierror.Error
+			if !errors.As(err, &e) {
+				// A store failure: its text may name hosts or paths.
+				cp.App.KeysLogger().Error("keys API: store failure", zap.String("path", r.URL.Path), zap.Error(err))
+				e = apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable, "the key store is unavailable; try again")
+			}
+			apierror.Write(w, e)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+	}
+}
+
+// need refuses a caller without scope.
+func (c *call) need(scope string) error {
+	if c.id.Can(scope) {
+		return nil
+	}
+	return apierror.Newf(http.StatusForbidden, apierror.TypeInvalidRequest, "this gateway API key lacks the scope %s", scope).WithCode("missing_scope")
+}
+
+// workspace returns the workspace a request names (body or query), or
+// the caller's, refusing one out of the caller's reach.
+func (c *call) workspace(named string) (string, error) {
+	if named == "" {
+		return c.id.WorkspaceID, nil
+	}
+	if uuid.Validate(named) != nil {
+		return "", apierror.BadRequest("workspace_id", "workspace_id must be a UUID")
+	}
+	if !c.id.Manages(c.id.OrganisationID, named) {
+		return "", apierror.Newf(http.StatusForbidden, apierror.TypeInvalidRequest, "workspace_id %s is not this gateway key's workspace", named).WithCode("workspace_forbidden")
+	}
+	return named, nil
+}
+
+// visible reports whether the caller reaches a record of (org, ws),
+// restricted to ws filter when one is named.
+func (c *call) visible(org, ws, filter string) bool {
+	return c.id.Manages(org, ws) && (filter == "" || ws == filter)
+}
+
+// audit records a change; a failure is logged, the change stands.
+func (c *call) audit(action, typ, id, ws, org string, fields []string) {
+	e := &keys.AuditEntry{Action: action, ResourceType: typ, ResourceID: id, ActorKeyID: c.id.KeyID,
+		ActorName: c.id.Name, WorkspaceID: ws, OrganisationID: org, ChangedFields: fields}
+	if err := c.store.Audit(c.r.Context(), e); err != nil {
+		c.app.KeysLogger().Error("keys API: writing the audit log failed", zap.String("action", action), zap.Error(err))
+	}
+}
+
+func notFound(what, ref string) error {
+	return apierror.Newf(http.StatusNotFound, apierror.TypeNotFound, "%s %s not found", what, apierror.QuoteID(ref))
+}
+
+func readOnly(what, name string) error {
+	return apierror.Newf(http.StatusConflict, apierror.TypeInvalidRequest,
+		"%s %s is declared in the Caddyfile (the llm app's configuration) and is read-only here: change it there and reload", what, apierror.QuoteID(name)).WithCode("declared_in_caddyfile")
+}
+
+func storeError(err error, what, ref string) error {
+	switch {
+	case errors.Is(err, keys.ErrNotFound):
+		return notFound(what, ref)
+	case errors.Is(err, keys.ErrConflict):
+		return apierror.Newf(http.StatusConflict, apierror.TypeInvalidRequest, "%s slug %s is taken in this workspace", what, apierror.QuoteID(ref)).WithCode("slug_taken")
+	case errors.Is(err, keys.ErrNoSealer):
+		return noSealer()
+	}
+	return err
+}
+
+func noSealer() error {
+	return apierror.New(http.StatusBadRequest, apierror.TypeInvalidRequest,
+		"provider credentials cannot be stored: the gateway has no encryption key for them (the operator sets llm { keys { encryption_key … } })").WithCode("encryption_key_not_configured")
+}
+
+// object decodes a JSON object body into a map of raw members, so each
+// route tells a member given as null from one left out.
+func object(body []byte) (map[string]json.RawMessage, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return map[string]json.RawMessage{}, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil || m == nil {
+		return nil, apierror.BadRequest("", "the request body must be a JSON object")
+	}
+	return m, nil
+}
+
+// field decodes member name of m into into when given (and not null).
+func field(m map[string]json.RawMessage, name string, into any) (bool, error) {
+	raw, ok := m[name]
+	if !ok || string(raw) == "null" {
+		return false, nil
+	}
+	if err := json.Unmarshal(raw, into); err != nil {
+		return false, apierror.BadRequest(name, "%s has the wrong type", name)
+	}
+	return true, nil
+}
+
+// isNull reports whether member name is given as null.
+func isNull(m map[string]json.RawMessage, name string) bool {
+	raw, ok := m[name]
+	return ok && string(raw) == "null"
+}
+
+// Bounds on what the API stores.
+const (
+	maxName        = 256
+	maxDescription = 4096
+	maxScopes      = 100
+	maxModels      = 200
+	maxLimitsBytes = 16 << 10
+	maxMetadata    = 16 << 10
+	maxSlug        = 128
+	maxPage        = 1000
+	maxIdemKey     = 255
+	maxGrace       = 30 * 24 * time.Hour
+)
+
+func text(m map[string]json.RawMessage, name string, max int, into *string) (bool, error) {
+	ok, err := field(m, name, into)
+	if err == nil && len(*into) > max {
+		err = apierror.BadRequest(name, "%s must be at most %d bytes", name, max)
+	}
+	return ok, err
+}
+
+// rawLimits keeps rate_limits / usage_limits as given (bounded), for the
+// reference's shapes; the gateway's own limits are rate-limit policies.
+func rawLimits(m map[string]json.RawMessage, name string, array bool) (json.RawMessage, bool, error) {
+	raw, ok := m[name]
+	if !ok {
+		return nil, false, nil
+	}
+	if string(raw) == "null" {
+		return nil, true, nil
+	}
+	t := bytes.TrimSpace(raw)
+	if len(t) > maxLimitsBytes || len(t) == 0 || (array && t[0] != '[') || (!array && t[0] != '{') {
+		kind := "a JSON object"
+		if array {
+			kind = "a JSON array"
+		}
+		return nil, false, apierror.BadRequest(name, "%s must be %s of at most %d bytes", name, kind, maxLimitsBytes)
+	}
+	return json.RawMessage(t), true, nil
+}
+
+func expiresAt(m map[string]json.RawMessage, now time.Time) (*time.Time, bool, error) {
+	if isNull(m, "expires_at") {
+		return nil, true, nil
+	}
+	var s string
+	ok, err := field(m, "expires_at", &s)
+	if !ok || err != nil {
+		return nil, false, err
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return nil, false, apierror.BadRequest("expires_at", "expires_at must be an RFC 3339 time")
+	}
+	if !t.After(now) {
+		return nil, false, apierror.BadRequest("expires_at", "expires_at must be in the future")
+	}
+	t = t.UTC()
+	return &t, true, nil
+}
+
+func queryInt(c *call, name string, def, lo, hi int) (int, error) {
+	s := c.r.URL.Query().Get(name)
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < lo {
+		return 0, apierror.BadRequest(name, "%s must be an integer of at least %d", name, lo)
+	}
+	return min(n, hi), nil
+}
+
+// validSlug reports whether s can name a record in a header.
+func validSlug(s string) bool {
+	if s == "" || len(s) > maxSlug {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-_.", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// given lists the member names of m, for the audit log.
+func given(m map[string]json.RawMessage, names ...string) []string {
+	var out []string
+	for _, n := range names {
+		if _, ok := m[n]; ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// list is the reference's list answer.
+type list[T any] struct {
+	Object  string `json:"object"`
+	Total   int    `json:"total"`
+	Data    []T    `json:"data"`
+	HasMore bool   `json:"has_more"`
+	LastID  string `json:"last_id,omitempty"`
+}

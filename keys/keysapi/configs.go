@@ -1,0 +1,283 @@
+package keysapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/prompts"
+)
+
+// configView is a saved config as GET /v1/configs/{slug} answers it
+// (config and version_id only there, not in lists).
+type configView struct {
+	ID             string          `json:"id"`
+	Name           string          `json:"name"`
+	Slug           string          `json:"slug"`
+	WorkspaceID    string          `json:"workspace_id"`
+	OrganisationID string          `json:"organisation_id"`
+	IsDefault      int             `json:"is_default"`
+	Status         string          `json:"status"`
+	OwnerID        string          `json:"owner_id,omitempty"`
+	CreatedAt      *time.Time      `json:"created_at"`
+	LastUpdatedAt  *time.Time      `json:"last_updated_at"`
+	Config         json.RawMessage `json:"config,omitempty"`
+	Format         string          `json:"format,omitempty"`
+	Type           string          `json:"type,omitempty"`
+	VersionID      string          `json:"version_id,omitempty"`
+	Versions       int             `json:"versions,omitempty"`
+	Source         string          `json:"source"`
+	Object         string          `json:"object"`
+}
+
+func viewConfig(r *keys.Config, full bool) *configView {
+	v := &configView{ID: r.ID, Name: r.Name, Slug: r.Slug, WorkspaceID: r.WorkspaceID, OrganisationID: r.OrganisationID,
+		IsDefault: r.IsDefault, Status: r.Status, CreatedAt: &r.CreatedAt, LastUpdatedAt: &r.UpdatedAt,
+		Versions: len(r.Versions), Source: keys.SourceAPI, Object: "config"}
+	if full {
+		if l := r.Latest(); l != nil {
+			v.Config, v.VersionID = l.Config, l.VersionID
+		}
+		v.Format, v.Type = "json", "ROUTING_CONFIG"
+	}
+	return v
+}
+
+func viewConfigConfig(id string, body []byte, full bool) *configView {
+	v := &configView{ID: id, Name: id, Slug: id, Status: keys.StatusActive, Source: keys.SourceConfig, Object: "config"}
+	if full {
+		v.Config, v.Format, v.Type = json.RawMessage(body), "json", "ROUTING_CONFIG"
+	}
+	return v
+}
+
+// configBody reads and validates the config member for workspace ws.
+func (c *call) configBody(m map[string]json.RawMessage, ws string) (json.RawMessage, error) {
+	raw, ok := m["config"]
+	if !ok || string(raw) == "null" {
+		return nil, nil
+	}
+	// The reference's SDK may send the config as a JSON string.
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		raw = json.RawMessage(s)
+	}
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, apierror.BadRequest("config", "config must be a JSON object")
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, raw); err != nil {
+		return nil, apierror.BadRequest("config", "config must be a JSON object")
+	}
+	if err := c.app.CheckConfig(compact.Bytes(), ws); err != nil {
+		return nil, apierror.BadRequest("config", "invalid config: %v", err)
+	}
+	return compact.Bytes(), nil
+}
+
+// createConfig: POST /v1/configs {name, config, isDefault, workspace_id}
+// → {id, version_id, slug, object}. The config is checked like the
+// x-gateway-config header and a Caddyfile config.
+func createConfig(c *call) (any, error) {
+	if err := c.need("configs.create"); err != nil {
+		return nil, err
+	}
+	m, err := object(c.body)
+	if err != nil {
+		return nil, err
+	}
+	var wsName string
+	if _, err := field(m, "workspace_id", &wsName); err != nil {
+		return nil, err
+	}
+	ws, err := c.workspace(wsName)
+	if err != nil {
+		return nil, err
+	}
+	r := &keys.Config{OrganisationID: c.id.OrganisationID, WorkspaceID: ws}
+	if _, err := text(m, "name", maxName, &r.Name); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(r.Name) == "" {
+		return nil, apierror.BadRequest("name", "name is required")
+	}
+	if _, err := field(m, "isDefault", &r.IsDefault); err != nil {
+		return nil, err
+	}
+	body, err := c.configBody(m, ws)
+	if err != nil {
+		return nil, err
+	}
+	if body == nil {
+		return nil, apierror.BadRequest("config", "config is required")
+	}
+	explicit, err := text(m, "slug", maxSlug, &r.Slug)
+	if err != nil {
+		return nil, err
+	}
+	if !explicit {
+		r.Slug = prompts.Slugify(r.Name)
+	}
+	if !validSlug(r.Slug) {
+		return nil, apierror.BadRequest("slug", "slug must be 1 to %d letters, digits, '-', '_' or '.'", maxSlug)
+	}
+	if _, ok := c.app.ConfigConfigs()[r.Slug]; ok {
+		return nil, readOnly("config", r.Slug)
+	}
+	if !explicit {
+		if _, taken := c.store.ConfigRecord(ws, r.Slug); taken {
+			r.Slug += "-" + strings.ToLower(keys.NewKey()[3:9])
+		}
+	}
+	if err := c.store.CreateConfig(c.r.Context(), r, body); err != nil {
+		return nil, storeError(err, "config", r.Slug)
+	}
+	c.audit("config.create", "config", r.ID, r.WorkspaceID, r.OrganisationID, given(m, "name", "config", "isDefault", "workspace_id", "slug"))
+	return map[string]string{"id": r.ID, "version_id": r.Latest().VersionID, "slug": r.Slug, "object": "config"}, nil
+}
+
+// listConfigs: GET /v1/configs[?workspace_id=] → the Caddyfile's configs
+// and the API's within reach.
+func listConfigs(c *call) (any, error) {
+	if err := c.need("configs.list"); err != nil {
+		return nil, err
+	}
+	filter, err := c.filter(c.r.URL.Query().Get("workspace_id"))
+	if err != nil {
+		return nil, err
+	}
+	cfgs := c.app.ConfigConfigs()
+	ids := make([]string, 0, len(cfgs))
+	for id := range cfgs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	data := make([]*configView, 0, len(ids))
+	for _, id := range ids {
+		data = append(data, viewConfigConfig(id, cfgs[id], false))
+	}
+	for _, r := range c.store.Configs(func(r *keys.Config) bool { return c.visible(r.OrganisationID, r.WorkspaceID, filter) }) {
+		data = append(data, viewConfig(r, false))
+	}
+	return list[*configView]{Object: "list", Total: len(data), Data: data}, nil
+}
+
+// findConfig returns the caller's workspace's config slug, or the
+// Caddyfile's (body set), or a 404.
+func (c *call) findConfig(slug string) (*keys.Config, []byte, error) {
+	if b, ok := c.app.ConfigConfigs()[slug]; ok {
+		return nil, b, nil
+	}
+	ws, err := c.workspace(c.r.URL.Query().Get("workspace_id"))
+	if err != nil {
+		return nil, nil, err
+	}
+	if r, ok := c.store.ConfigRecord(ws, slug); ok {
+		return r, nil, nil
+	}
+	return nil, nil, notFound("config", slug)
+}
+
+// getConfig: GET /v1/configs/{slug}.
+func getConfig(c *call) (any, error) {
+	if err := c.need("configs.read"); err != nil {
+		return nil, err
+	}
+	slug := c.r.PathValue("slug")
+	r, b, err := c.findConfig(slug)
+	if err != nil {
+		return nil, err
+	}
+	if r == nil {
+		return viewConfigConfig(slug, b, true), nil
+	}
+	return viewConfig(r, true), nil
+}
+
+func (c *call) writableConfig(slug string) (*keys.Config, error) {
+	r, _, err := c.findConfig(slug)
+	if err != nil {
+		return nil, err
+	}
+	if r == nil {
+		return nil, readOnly("config", slug)
+	}
+	return r, nil
+}
+
+// updateConfig: PUT /v1/configs/{slug} {name, config, status} →
+// {version_id, object}. A config makes a new version; the previous ones
+// are kept (GET /v1/configs/{slug}/versions).
+func updateConfig(c *call) (any, error) {
+	if err := c.need("configs.update"); err != nil {
+		return nil, err
+	}
+	cur, err := c.writableConfig(c.r.PathValue("slug"))
+	if err != nil {
+		return nil, err
+	}
+	m, err := object(c.body)
+	if err != nil {
+		return nil, err
+	}
+	body, err := c.configBody(m, cur.WorkspaceID)
+	if err != nil {
+		return nil, err
+	}
+	r, err := c.store.UpdateConfig(c.r.Context(), cur.ID, body, func(r *keys.Config) error {
+		if _, err := text(m, "name", maxName, &r.Name); err != nil {
+			return err
+		}
+		var status string
+		if _, err := field(m, "status", &status); err != nil {
+			return err
+		}
+		switch status {
+		case "":
+		case keys.StatusActive, keys.StatusDisabled:
+			r.Status = status
+		default:
+			return apierror.BadRequest("status", "status must be active or disabled")
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, storeError(err, "config", cur.Slug)
+	}
+	c.audit("config.update", "config", r.ID, r.WorkspaceID, r.OrganisationID, given(m, "name", "config", "status"))
+	return map[string]string{"version_id": r.Latest().VersionID, "object": "config"}, nil
+}
+
+// deleteConfig: DELETE /v1/configs/{slug} → {}.
+func deleteConfig(c *call) (any, error) {
+	if err := c.need("configs.delete"); err != nil {
+		return nil, err
+	}
+	cur, err := c.writableConfig(c.r.PathValue("slug"))
+	if err != nil {
+		return nil, err
+	}
+	if err := c.store.DeleteConfig(c.r.Context(), cur.ID); err != nil {
+		return nil, storeError(err, "config", cur.Slug)
+	}
+	c.audit("config.delete", "config", cur.ID, cur.WorkspaceID, cur.OrganisationID, nil)
+	return struct{}{}, nil
+}
+
+// listConfigVersions: GET /v1/configs/{slug}/versions → every kept
+// version, oldest first.
+func listConfigVersions(c *call) (any, error) {
+	if err := c.need("configs.read"); err != nil {
+		return nil, err
+	}
+	r, err := c.writableConfig(c.r.PathValue("slug"))
+	if err != nil {
+		return nil, err
+	}
+	return list[keys.ConfigVersion]{Object: "list", Total: len(r.Versions), Data: r.Versions}, nil
+}
