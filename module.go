@@ -17,8 +17,8 @@ import (
 	// llm_ratelimit registers itself and the rate-limit policy API.
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/ratelimit"
 	// Management APIs register their control-plane routes.
-	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/prompts/promptapi"
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/keys/keysapi"
+	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/prompts/promptapi"
 	// The llm_secrets log encoder and field filter mask credential headers
 	// in logs.
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/logfilter"

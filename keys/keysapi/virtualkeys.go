@@ -372,4 +372,3 @@ func rotateVirtualKey(c *call) (any, error) {
 	c.audit("virtual_key.rotate", "virtual_key", r.ID, r.WorkspaceID, r.OrganisationID, []string{"api_key"})
 	return map[string]string{"id": r.ID, "slug": r.Slug, "object": "virtual-key"}, nil
 }
-
