@@ -6,6 +6,7 @@ package cache
 
 import (
 	"fmt"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache/status"
 	"time"
 
 	"github.com/dgraph-io/ristretto/v2"
@@ -30,24 +31,23 @@ const (
 	entryOverhead = 128
 )
 
-// Status values of the x-gateway-cache-status response header.
+// Status values of the x-gateway-cache-status response header (package
+// status names them; these keep the cache's own spelling).
 const (
-	StatusHit          = "HIT"
-	StatusMiss         = "MISS"
-	StatusRefresh      = "REFRESH"
-	StatusDisabled     = "DISABLED"
-	StatusSemanticMiss = "SEMANTIC MISS"
+	StatusHit          = status.Hit
+	StatusMiss         = status.Miss
+	StatusRefresh      = status.Refresh
+	StatusDisabled     = status.Disabled
+	StatusSemanticMiss = status.SemanticMiss
 	// StatusSemanticHit is an answer the semantic cache found by
 	// similarity rather than by exact key.
-	StatusSemanticHit = "SEMANTIC HIT"
+	StatusSemanticHit = status.SemanticHit
 )
 
 // IsHit reports whether an x-gateway-cache-status value means the answer
 // came from the cache (exact or semantic), so no provider was called and
 // no tokens were spent.
-func IsHit(status string) bool {
-	return status == StatusHit || status == StatusSemanticHit
-}
+func IsHit(s string) bool { return status.IsHit(s) }
 
 // Entry is one stored answer: always a complete OpenAI-format JSON body
 // (a streamed answer is stored assembled).

@@ -2,6 +2,7 @@ package observe
 
 import (
 	"errors"
+	cachestatus "github.com/caddy-llm-gateway/caddy-llm-gateway/cache/status"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -187,11 +188,11 @@ func recordUsage(b *LabelBounds, op, provider, model, workspace string, u *provi
 // cacheStatusLabels maps the x-gateway-cache-status values (cache
 // package) to label values.
 var cacheStatusLabels = map[string]string{
-	"HIT":           "hit",
-	"MISS":          "miss",
-	"REFRESH":       "refresh",
-	"SEMANTIC HIT":  "semantic_hit",
-	"SEMANTIC MISS": "semantic_miss",
+	cachestatus.Hit:          "hit",
+	cachestatus.Miss:         "miss",
+	cachestatus.Refresh:      "refresh",
+	cachestatus.SemanticHit:  "semantic_hit",
+	cachestatus.SemanticMiss: "semantic_miss",
 }
 
 // RecordCacheLookup counts a response cache lookup by its

@@ -2,6 +2,7 @@ package observe
 
 import (
 	"errors"
+	cachestatus "github.com/caddy-llm-gateway/caddy-llm-gateway/cache/status"
 	"strconv"
 	"time"
 
@@ -94,11 +95,8 @@ func (e *Entry) record(time.Time) {
 		}
 	}
 	RecordCacheLookup(e.Operation, e.CacheState)
-	if e.Usage == nil || e.Status < 200 || e.Status >= 300 || cacheHit(e.CacheState) || provider == "gateway" || provider == OtherLabel {
+	if e.Usage == nil || e.Status < 200 || e.Status >= 300 || cachestatus.IsHit(e.CacheState) || provider == "gateway" || provider == OtherLabel {
 		return
 	}
 	recordUsage(defaultBounds, OperationName(e.Operation), ProviderName(provider), Models.Bound(e.Model), e.Workspace, e.Usage, e.CostUSD, e.CostKnown)
 }
-
-// cacheHit reports an x-gateway-cache-status of an answer from the cache.
-func cacheHit(status string) bool { return status == "HIT" || status == "SEMANTIC HIT" }
