@@ -5,12 +5,12 @@
 package cache
 
 import (
-	"fmt"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache/status"
 	"time"
 
 	"github.com/dgraph-io/ristretto/v2"
 
+	"fmt"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 )
 

@@ -1,12 +1,12 @@
 package observe
 
 import (
-	"errors"
 	cachestatus "github.com/caddy-llm-gateway/caddy-llm-gateway/cache/status"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"errors"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
