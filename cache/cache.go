@@ -5,12 +5,12 @@
 package cache
 
 import (
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache/status"
+	"fmt"
 	"time"
 
 	"github.com/dgraph-io/ristretto/v2"
 
-	"fmt"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache/status"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 )
 

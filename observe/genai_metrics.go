@@ -1,12 +1,12 @@
 package observe
 
 import (
-	cachestatus "github.com/caddy-llm-gateway/caddy-llm-gateway/cache/status"
+	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"errors"
+	cachestatus "github.com/caddy-llm-gateway/caddy-llm-gateway/cache/status"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 

@@ -2,11 +2,12 @@ package observe
 
 import (
 	"errors"
-	cachestatus "github.com/caddy-llm-gateway/caddy-llm-gateway/cache/status"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	cachestatus "github.com/caddy-llm-gateway/caddy-llm-gateway/cache/status"
 )
 
 // Collectors are created once per process and registered into every
