@@ -47,6 +47,18 @@ type responder struct {
 	info *answerInfo
 	// cost is the x-gateway-cost value of a held answer (observe.go).
 	cost string
+	// shape, when set, writes errors in the client's API's shape.
+	shape ErrorShaper
+}
+
+// ErrorShaper writes the errors of an API whose clients read another
+// error shape than OpenAI's (Anthropic's Messages API, messages.go).
+type ErrorShaper interface {
+	// ShapeError returns an error answer's body (the gateway's envelope
+	// or a provider's) in the API's shape.
+	ShapeError(status int, body []byte) []byte
+	// StreamError is the event that ends a started stream with e.
+	StreamError(e *apierror.Error) []byte
 }
 
 // answerInfo describes where an answer came from, for the gateway's
@@ -170,6 +182,10 @@ func (o *responder) error(e *apierror.Error, info *answerInfo) {
 	o.gatewayHeaders(o.w.Header(), info)
 	o.status = e.Status
 	o.firstByte = time.Now()
+	if o.shape != nil {
+		writeShapedError(o.w, e.Status, o.shape.ShapeError(e.Status, e.Body()))
+		return
+	}
 	apierror.Write(o.w, e)
 }
 
@@ -179,6 +195,11 @@ func (o *responder) streamError(e *apierror.Error) {
 		// The converted stream ends in its own format's failure.
 		_, _ = o.stream.Write(e.SSEEvent())
 		o.endStream(e)
+		return
+	}
+	if o.shape != nil {
+		_, _ = o.w.Write(o.shape.StreamError(e))
+		_ = flushClient(o.w)
 		return
 	}
 	_, _ = o.w.Write(e.SSEEvent())
@@ -194,6 +215,9 @@ func (o *responder) held(a *heldAnswer, info *answerInfo, envelope bool) {
 	header, body := a.header, a.body
 	ok := a.status >= 200 && a.status < 300
 	convert := ok && o.adapter != nil && info != nil && info.adapted
+	if !ok && o.shape != nil {
+		body = o.shape.ShapeError(a.status, body)
+	}
 	if convert && !a.stream {
 		out, err := o.adapter.FromChat(o.ctx, body)
 		if err != nil {
