@@ -12,6 +12,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/google/uuid"
+	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
@@ -313,3 +314,6 @@ func CheckVirtualKey(s *providers.Settings) error {
 	}
 	return checkCredentials(s)
 }
+
+// KeysLogger is the logger of the keys API.
+func (a *App) KeysLogger() *zap.Logger { return a.logger.Named("keys") }

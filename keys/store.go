@@ -190,9 +190,10 @@ func (s *Store) APIKey(id string) (*APIKey, bool) {
 }
 
 // ListAPIKeys returns up to limit key records that keep passes, in
-// creation order after the id after (empty: from the start), the number
-// that pass in all, and whether more follow.
-func (s *Store) ListAPIKeys(keep func(*APIKey) bool, after string, limit int) (page []*APIKey, total int, more bool) {
+// creation order, after the id after (empty: from the start) and then
+// skipping offset of them, the number that pass in all, and whether more
+// follow.
+func (s *Store) ListAPIKeys(keep func(*APIKey) bool, after string, offset, limit int) (page []*APIKey, total int, more bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	start := 0
@@ -209,6 +210,10 @@ func (s *Store) ListAPIKeys(keep func(*APIKey) bool, after string, limit int) (p
 		}
 		total++
 		if i < start {
+			continue
+		}
+		if offset > 0 {
+			offset--
 			continue
 		}
 		if len(page) < limit {
