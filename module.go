@@ -19,6 +19,8 @@ import (
 	// Management APIs register their control-plane routes.
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/keys/keysapi"
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/prompts/promptapi"
+	// The usage ledger's analytics, logs and usage APIs.
+	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/ledger/ledgerapi"
 	// The llm_secrets log encoder and field filter mask credential headers
 	// in logs.
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/logfilter"

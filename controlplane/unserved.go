@@ -8,9 +8,10 @@ import (
 )
 
 // Unserved are the Portkey SDK's control-plane APIs this gateway does not
-// implement (logs and analytics go to Caddy's logs and metrics; keys,
-// virtual keys, configs and the audit log are served by package
-// keys/keysapi). Owning them
+// implement (keys, virtual keys, configs and the audit log are served by
+// package keys/keysapi; the analytics graphs and groups and GET /v1/logs
+// by ledger/ledgerapi, whose registered routes are matched first, so
+// only the rest of /v1/logs/ and /v1/analytics/ answer here). Owning them
 // keeps such calls from being forwarded to an LLM provider with the
 // provider's key: they get a 404 envelope from the gateway instead.
 // Sources: portkey-python-sdk PortkeyApiPaths and portkey-node-sdk
@@ -53,6 +54,6 @@ func isUnserved(path string) bool {
 // notServed is the 404 for an Unserved API.
 func notServed(w http.ResponseWriter, path string) {
 	apierror.Write(w, apierror.Newf(http.StatusNotFound, apierror.TypeNotFound,
-		"the gateway does not serve the control-plane API %s: logs and analytics are Caddy's logs and metrics",
+		"the gateway does not serve the control-plane API %s",
 		apierror.QuotePath(path)).WithCode("control_plane_not_served"))
 }

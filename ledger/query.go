@@ -27,6 +27,8 @@ type Filter struct {
 	Statuses    []int
 	CacheStates []string
 	TraceID     string
+	// ID selects one record by its store id (0: any).
+	ID int64
 	// Metadata holds key/value pairs a record's metadata must all have.
 	Metadata map[string]string
 }
@@ -104,6 +106,9 @@ func (s *DB) whereIn(f *Filter, src source) (string, []any, error) {
 	}
 	if f.TraceID != "" {
 		conds, args = append(conds, "trace_id = ?"), append(args, f.TraceID)
+	}
+	if f.ID != 0 {
+		conds, args = append(conds, "id = ?"), append(args, f.ID)
 	}
 	for k, v := range f.Metadata {
 		if !ValidMetadataKey(k) {

@@ -165,7 +165,7 @@ type source struct {
 // metadata), or a bucket that is not whole hours, read every record.
 func sources(f *Filter, bucket time.Duration) []source {
 	raw := source{table: "llm_ledger", ts: "ts", aggregates: aggregates, from: f.From, to: f.To}
-	if f.TraceID != "" || len(f.Metadata) > 0 || bucket%rollupHour != 0 {
+	if f.TraceID != "" || f.ID != 0 || len(f.Metadata) > 0 || bucket%rollupHour != 0 {
 		return []source{raw}
 	}
 	lo, hi := f.From, f.To
