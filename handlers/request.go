@@ -51,6 +51,8 @@ type Request struct {
 	// order (attemptplan.go); one is its storage for a single target.
 	attempts []attemptPlan
 	one      [1]attemptPlan
+	// exec is the executor of the attempts (steps.go).
+	exec planned
 	// adapter serves the request in another API's format per target
 	// (see FormatAdapter); nil for a plain request.
 	adapter FormatAdapter

@@ -27,12 +27,12 @@ type planned struct {
 }
 
 // Cached implements routing.Executor.
-func (x planned) Cached(ctx context.Context, t *routing.Target) (routing.Outcome, bool) {
+func (x *planned) Cached(ctx context.Context, t *routing.Target) (routing.Outcome, bool) {
 	return x.next.cached(ctx, x.q.attemptFor(t))
 }
 
 // Attempt implements routing.Executor.
-func (x planned) Attempt(ctx context.Context, t *routing.Target, try int) routing.Outcome {
+func (x *planned) Attempt(ctx context.Context, t *routing.Target, try int) routing.Outcome {
 	p := x.q.attemptFor(t)
 	p.try = try
 	return x.next.attempt(ctx, p)
@@ -56,7 +56,10 @@ func steps(q *Request, sender *executor, rc *responseCache, gs *guardSession) ro
 	if gs != nil {
 		s = &guardStep{next: s, gs: gs}
 	}
-	return planned{q: q, next: s}
+	// Kept in q: the executor lives as long as the request, and an
+	// interface made of a fresh value would cost an allocation.
+	q.exec = planned{q: q, next: s}
+	return &q.exec
 }
 
 // overflowStep answers a context overflow of a translated target (its

@@ -24,7 +24,7 @@ func planSteps(t *testing.T, q *Request, rc *responseCache, gs *guardSession) st
 	if err := g.planAttempts(context.Background(), q, rc, q.Envelope); err != nil {
 		t.Fatal(err)
 	}
-	return steps(q, &executor{g: g, q: q}, rc, gs).(planned).next
+	return steps(q, &executor{g: g, q: q}, rc, gs).(*planned).next
 }
 
 // recordStep is a fake next step: it records the plans it was given and
