@@ -42,24 +42,11 @@ func newSinkOpenAI(b *testing.B) *httptest.Server {
 	return s
 }
 
+// benchBigPrompt posts the 200 KB prompt (whole or streamed) b.N times.
 func benchBigPrompt(b *testing.B, url string, hdr http.Header, stream bool) {
 	body := bigPromptBody(stream)
-	client := &http.Client{}
 	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		req, _ := http.NewRequest("POST", url, bytes.NewReader(body))
-		req.Header = hdr.Clone()
-		resp, err := client.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			b.Fatalf("status %d", resp.StatusCode)
-		}
-	}
+	benchPost(b, url, body, hdr)
 }
 
 // BenchmarkGatewayChatBigPrompt is a chat completion with a 200 KB prompt

@@ -1,31 +1,9 @@
 package integration
 
 import (
-	"bytes"
-	"io"
 	"net/http"
 	"testing"
 )
-
-// benchPost posts body to url b.N times and expects 200s.
-func benchPost(b *testing.B, url, body string, hdr http.Header) {
-	client := &http.Client{}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		req, _ := http.NewRequest("POST", url, bytes.NewReader([]byte(body)))
-		req.Header = hdr.Clone()
-		resp, err := client.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			b.Fatalf("status %d", resp.StatusCode)
-		}
-	}
-}
 
 func anthropicBenchHeader(url string) http.Header {
 	return http.Header{
@@ -50,7 +28,7 @@ func BenchmarkResponsesAnthropic(b *testing.B) {
 		{"stream", `{"model":"claude-sonnet-4-5","instructions":"You are terse.","input":"Say hello in one word.","temperature":0.2,"store":false,"stream":true}`},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			benchPost(b, gatewayURL()+"/responses", c.body, anthropicBenchHeader(up.URL))
+			benchPost(b, gatewayURL()+"/responses", []byte(c.body), anthropicBenchHeader(up.URL))
 		})
 	}
 }
@@ -64,7 +42,7 @@ func BenchmarkChatAnthropic(b *testing.B) {
 		{"stream", `{"model":"claude-sonnet-4-5","max_tokens":4096,"stream":true,` + benchBody[len(`{"model":"m",`):]},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			benchPost(b, gatewayURL()+"/chat/completions", c.body, anthropicBenchHeader(up.URL))
+			benchPost(b, gatewayURL()+"/chat/completions", []byte(c.body), anthropicBenchHeader(up.URL))
 		})
 	}
 }
