@@ -26,14 +26,15 @@ func costStreamHook(w http.ResponseWriter, r *http.Request, body []byte) bool {
 }
 
 // TestCostPolicyCluster runs a spend limit over two gateways sharing one
-// Redis: $0.01 per hour. Each request reserves its small estimate (a short
-// prompt, no max_tokens) at admission and is settled to its reported cost,
-// $0.00264 (2,640 micro-dollars), so requests alternating between the
-// instances are admitted four times (10,560 µ$ spent, the fourth admitted
-// at 7,920 + its reservation) and the fifth is refused, on either
-// instance. Without settlement the reservations alone (~10 µ$ each) would
-// admit hundreds. A chunked answer ends only after the settlement ran, so
-// each request sees the previous one settled.
+// Redis: $0.01 per hour. Each request (a short prompt, no max_tokens)
+// reserves its prompt and the default output (ratelimit.DefaultOutputTokens,
+// 1,024 tokens at o4-mini's output price: about 4,540 µ$) at admission and
+// is settled to its reported cost, $0.00264 (2,640 µ$), so requests
+// alternating between the instances are admitted three times (7,920 µ$
+// spent) and the fourth, whose reservation no longer fits, is refused on
+// either instance: the budget is never passed. Reserving the prompt alone
+// admitted a fourth (10,560 µ$ spent). A chunked answer ends only after
+// the settlement ran, so each request sees the previous one settled.
 func TestCostPolicyCluster(t *testing.T) {
 	requireRedis(t)
 	bin := buildGateway(t)
@@ -54,7 +55,7 @@ func TestCostPolicyCluster(t *testing.T) {
 
 	body := `{"model":"o4-mini","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`
 	bases := []string{gatewayURL(), base2}
-	for i, want := range []int{200, 200, 200, 200, 429, 429} {
+	for i, want := range []int{200, 200, 200, 429, 429} {
 		resp, raw := rlChat(t, bases[i%2], gatewayKey, up.URL, body, "x-gateway-metadata", `{"run":"`+run+`"}`)
 		if resp.StatusCode != want {
 			t.Fatalf("request %d on instance %d: %d, want %d: %s", i+1, i%2+1, resp.StatusCode, want, raw)
@@ -80,7 +81,9 @@ func TestCostPolicyReservation(t *testing.T) {
 	up.Hook = costStreamHook
 	loadRL(t, rlSite{})
 	run := uuid.NewString()
-	createPolicy(t, gatewayKey, `{"type":"cost","unit":"rph","value":0.005,`+
+	// default_reservation: a request without max_tokens reserves 500
+	// output tokens (2,200 µ$ and its prompt) on this policy.
+	createPolicy(t, gatewayKey, `{"type":"cost","unit":"rph","value":0.005,"default_reservation":500,`+
 		`"conditions":[{"key":"metadata.run","value":"*"}],"group_by":[{"key":"metadata.run"}]}`)
 	meta := []string{"x-gateway-metadata", `{"run":"` + run + `"}`}
 	small := `{"model":"o4-mini","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`

@@ -75,6 +75,12 @@ type Policy struct {
 	Name           *string     `json:"name"`
 	Conditions     []Condition `json:"conditions"`
 	GroupBy        []GroupBy   `json:"group_by"`
+	// DefaultReservation is the number of output tokens a tokens or cost
+	// policy reserves for a generation request that sets no output bound
+	// (max_tokens, max_completion_tokens, max_output_tokens); 0 leaves it
+	// to the llm_ratelimit handler's default_output_tokens. Settlement
+	// then charges what the answer really used.
+	DefaultReservation int64 `json:"default_reservation,omitempty"`
 	// Object is "policy_rate_limits" on records returned by a Store and
 	// empty on stored records, as the spec sets it on retrieval only.
 	Object string `json:"object,omitempty"`
@@ -175,6 +181,12 @@ func (p *Policy) ValidateBody() error {
 	if p.Name != nil && utf8.RuneCountInString(*p.Name) > MaxNameLength {
 		return fieldErr("name", "must be at most 255 characters")
 	}
+	if p.DefaultReservation < 0 || p.DefaultReservation > MaxValue {
+		return fieldErr("default_reservation", "must be a number of output tokens from 0 to 1e15")
+	}
+	if p.DefaultReservation != 0 && !p.CountsUsage() {
+		return fieldErr("default_reservation", "applies to tokens and cost policies only")
+	}
 	if p.OrganisationID != "" && !validUUID(p.OrganisationID) {
 		return fieldErr("organisation_id", "must be a UUID")
 	}
@@ -235,6 +247,8 @@ type createBody struct {
 	Name           *string     `json:"name"`
 	WorkspaceID    string      `json:"workspace_id"`
 	OrganisationID string      `json:"organisation_id"`
+	// DefaultReservation is Policy.DefaultReservation.
+	DefaultReservation int64 `json:"default_reservation"`
 }
 
 // ParseCreate decodes and validates the body of "Create rate-limit policy".
@@ -257,6 +271,8 @@ func ParseCreate(data []byte) (*Policy, error) {
 		Name:           b.Name,
 		WorkspaceID:    b.WorkspaceID,
 		OrganisationID: b.OrganisationID,
+
+		DefaultReservation: b.DefaultReservation,
 	}
 	if err := p.ValidateBody(); err != nil {
 		return nil, err

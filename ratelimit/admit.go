@@ -120,6 +120,8 @@ type request struct {
 	// size is the body's size in bytes, known even when the body was too
 	// large to read (from Content-Length or what was read).
 	size int64
+	// reservation is filled on the first tokens or cost policy (res).
+	reservation reservation
 }
 
 // Results of request.match.
@@ -273,25 +275,18 @@ func (h *Handler) consume(ctx context.Context, q *request, cands []*policies.Pol
 	v := new(verdict)
 	v.grants = v.buf[:0]
 	v.keyName, v.workspace = q.attrs.APIKey, q.attrs.WorkspaceID
-	estimate, spend := int64(-1), int64(-1)
 	for _, p := range cands {
 		q.fill(p.Needs())
 		limit := p.Limit()
 		cost := int64(1)
 		switch p.Type {
 		case policies.TypeTokens:
-			if estimate < 0 {
-				estimate = estimateTokens(q.body, q.size)
-			}
 			// A reservation above the limit could never be admitted;
 			// capped, a large request runs when the window is empty and
 			// settlement charges what it really used.
-			cost = min(estimate, limit)
+			cost = min(h.reserveTokens(q, p), limit)
 		case policies.TypeCost:
-			if spend < 0 {
-				spend = h.estimateSpend(q)
-			}
-			cost = min(spend, limit)
+			cost = min(h.reserveSpend(q, p), limit)
 		}
 		if h.st.down.failFast() {
 			h.refund(ctx, v.grants)

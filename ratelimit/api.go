@@ -206,6 +206,8 @@ type updateBody struct {
 	Status         json.RawMessage `json:"status"`
 	WorkspaceID    json.RawMessage `json:"workspace_id"`
 	OrganisationID json.RawMessage `json:"organisation_id"`
+
+	DefaultReservation json.RawMessage `json:"default_reservation"`
 }
 
 // updatePolicy answers PUT /v1/policies/rate-limits/{id}: it changes
@@ -285,6 +287,9 @@ func applyUpdate(p *policies.Policy, body []byte) error {
 		}
 	}
 	if err := set(b.Unit, "unit", &p.Unit); err != nil {
+		return err
+	}
+	if err := set(b.DefaultReservation, "default_reservation", &p.DefaultReservation); err != nil {
 		return err
 	}
 	for _, f := range []struct {

@@ -24,6 +24,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //
 //	llm_ratelimit [<matcher>] {
 //		max_request_body <size>
+//		default_output_tokens <n>
 //		policy <name> {
 //			type      requests|tokens
 //			unit      rpm|rph|rpd
@@ -57,6 +58,16 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("max_request_body: invalid size %q", v)
 			}
 			h.MaxRequestBody = int64(n)
+		case "default_output_tokens":
+			var v string
+			if !d.Args(&v) {
+				return d.ArgErr()
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n <= 0 || n > int64(policies.MaxValue) {
+				return d.Errf("default_output_tokens: want a positive number of tokens, got %q", v)
+			}
+			h.DefaultOutputTokens = n
 		case "policy":
 			sp, err := parsePolicy(d)
 			if err != nil {

@@ -56,6 +56,10 @@ type Handler struct {
 	// MaxRequestBody bounds the body read for the model and the token
 	// estimate, in bytes (default DefaultMaxRequestBody).
 	MaxRequestBody int64 `json:"max_request_body,omitempty"`
+	// DefaultOutputTokens is the output a tokens or cost policy reserves
+	// for a generation request that sets no output bound, unless the
+	// policy sets default_reservation (default DefaultOutputTokens).
+	DefaultOutputTokens int64 `json:"default_output_tokens,omitempty"`
 
 	ctl    control
 	static []*policies.Policy

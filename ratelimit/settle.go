@@ -39,7 +39,8 @@ func estimateTokens(body []byte, size int64) int64 {
 }
 
 // estimateParts returns the prompt estimate and the most the request may
-// generate (0 when unbounded), each at most maxEstimate.
+// generate (0 when unbounded: see reservation for what is reserved then),
+// each at most maxEstimate.
 func estimateParts(body []byte, size int64) (prompt, out int64) {
 	prompt = (size + bytesPerToken - 1) / bytesPerToken
 	if prompt < 0 || prompt > maxEstimate {
