@@ -39,7 +39,7 @@ func (a *App) provisionShared(ctx caddy.Context) error {
 	if err := a.provisionRedis(); err != nil {
 		return err
 	}
-	return a.provisionPolicies()
+	return a.provisionPolicies(ctx)
 }
 
 func (a *App) provisionRedis() error {
@@ -113,9 +113,13 @@ func (memoryLimiter) Destruct() error { return nil }
 
 const memoryLimiterKey = "memory"
 
-func (a *App) provisionPolicies() error {
+func (a *App) provisionPolicies(ctx caddy.Context) error {
 	if a.redis != nil {
-		a.policyStore = policies.NewRedisStore(a.redis, policies.StoreConfig{})
+		store := policies.NewRedisStore(a.redis, policies.StoreConfig{})
+		// Other instances' policy writes drop this config's cached set as
+		// soon as their notice arrives; the watch ends with the config.
+		go store.Watch(ctx, nil)
+		a.policyStore = store
 		a.limiter = policies.NewRedisLimiter(a.redis)
 		return nil
 	}
