@@ -1,8 +1,8 @@
 // Package llmgateway brings in every caddy-llm-gateway module: the `llm`
 // app (control plane) and its global Caddyfile option, the `llm_gateway`
 // handler (data plane) and its directive, `llm_ratelimit`, the
-// `llm_secrets` log encoder and field filter, the provider families and
-// the management APIs. Each package registers its own modules and
+// `llm_secrets` log encoder and field filter, the `llm_health` probes,
+// the provider families and the management APIs. Each package registers its own modules and
 // Caddyfile syntax in its init; import this one (or build with xcaddy
 // --with) to get them all.
 package llmgateway
@@ -21,6 +21,8 @@ import (
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/prompts/promptapi"
 	// The usage ledger's analytics, logs and usage APIs.
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/ledger/ledgerapi"
+	// The llm_health liveness and readiness handler.
+	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/health"
 	// The llm_secrets log encoder and field filter mask credential headers
 	// in logs.
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/logfilter"
