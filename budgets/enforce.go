@@ -1,0 +1,298 @@
+package budgets
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
+)
+
+// CodeExceeded is the error code of a request refused by an exhausted
+// budget (status 412, as the reference answers).
+const CodeExceeded = "budget_exceeded"
+
+// keyPrefix starts every budget counter key, so budget and rate-limit
+// counters never share a key in one limiter.
+const keyPrefix = "budget|"
+
+// Source lists the active usage limits.
+type Source interface {
+	Active(ctx context.Context) ([]*UsageLimit, error)
+}
+
+// Enforcer admits requests against the active usage limits and settles
+// them on completion.
+type Enforcer struct {
+	limiter policies.Limiter
+	source  Source
+	alerts  *Alerter
+	now     func() time.Time
+	// MaxWait bounds how long Admit waits for reservations in flight
+	// (DefaultMaxWait; 0 refuses at once).
+	MaxWait time.Duration
+}
+
+// NewEnforcer returns an enforcer counting in limiter (the app's shared
+// limiter: Redis for a cluster), reading limits from source, alerting
+// through alerts (nil: no alerts) and telling time with now (nil:
+// time.Now).
+func NewEnforcer(limiter policies.Limiter, source Source, alerts *Alerter, now func() time.Time) *Enforcer {
+	if now == nil {
+		now = time.Now
+	}
+	return &Enforcer{limiter: limiter, source: source, alerts: alerts, now: now, MaxWait: DefaultMaxWait}
+}
+
+// DefaultMaxWait is how long a request may wait for other requests'
+// reservations on a budget to settle before it is refused.
+const DefaultMaxWait = 10 * time.Second
+
+// reserve admits want units on key. When they do not fit but some budget
+// remains, the remainder is reserved instead. When nothing remains but
+// other requests hold reservations on the key (in flight, on any
+// instance), it waits for them to settle, up to MaxWait: their unused
+// reservations come back, and refusing now would refuse on estimates
+// rather than spend (the pre-filled budget that answers "exhausted" with
+// money left). want is set to what was reserved.
+func (e *Enforcer) reserve(ctx context.Context, key string, limit int64, window time.Duration, want *int64) (policies.Decision, error) {
+	asked := *want
+	pending := func(n int64) error {
+		if n == 0 {
+			return nil
+		}
+		return e.limiter.Adjust(context.WithoutCancel(ctx), key+pendingSuffix, maxUnits, window, n)
+	}
+	deadline := e.now().Add(e.MaxWait)
+	pause := 2 * time.Millisecond
+	for {
+		// The request announces its reservation before it takes it, so
+		// a request refused meanwhile sees it in flight and waits; a
+		// refused request withdraws it while it waits, so waiters do not
+		// wait for each other.
+		if err := pending(asked); err != nil {
+			return policies.Decision{}, err
+		}
+		*want = asked
+		d, err := e.limiter.Admit(ctx, key, limit, window, asked)
+		if err == nil && !d.Allowed && asked > 0 && d.Remaining > 0 {
+			r := d.Remaining
+			if d, err = e.limiter.Admit(ctx, key, limit, window, r); err == nil && d.Allowed {
+				*want = r
+			}
+		}
+		if err == nil && d.Allowed {
+			return d, pending(*want - asked)
+		}
+		*want = 0
+		_ = pending(-asked)
+		var inFlight int64
+		if err == nil {
+			inFlight, err = e.pendingOn(ctx, key, window)
+		}
+		if err != nil || inFlight <= 0 || !e.now().Before(deadline) {
+			return d, err
+		}
+		select {
+		case <-ctx.Done():
+			return d, ctx.Err()
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 100*time.Millisecond)
+	}
+}
+
+// pendingSuffix names the counter of the reservations in flight on a
+// budget counter.
+const pendingSuffix = "|pending"
+
+// pendingOn returns the units reserved on key and not yet settled.
+func (e *Enforcer) pendingOn(ctx context.Context, key string, window time.Duration) (int64, error) {
+	d, err := e.limiter.Admit(ctx, key+pendingSuffix, maxUnits, window, 0)
+	if err != nil {
+		return 0, err
+	}
+	return maxUnits - d.Remaining, nil
+}
+
+// unpend takes g's reservation off the in-flight counter.
+func (e *Enforcer) unpend(ctx context.Context, g *Grant) {
+	if g.Reserved > 0 {
+		_ = e.limiter.Adjust(ctx, g.Key+pendingSuffix, maxUnits, g.Period.window(), -g.Reserved)
+	}
+}
+
+// Grant is one usage limit's reservation for a request.
+type Grant struct {
+	Limit  *UsageLimit
+	Key    string
+	Period Period
+	// Reserved is what was reserved, in the limit's unit.
+	Reserved int64
+	At       time.Time
+	Decision policies.Decision
+}
+
+// Admission is a request's reservations, settled once by Settle.
+type Admission struct {
+	e      *Enforcer
+	Grants []Grant
+}
+
+// Reserve is what a request may use, as the rate limiter estimates it:
+// micro-dollars at the model's price (0 when unpriced) and tokens.
+type Reserve struct {
+	MicroUSD, Tokens int64
+}
+
+// Admit reserves r on every active limit that matches a (whose
+// attributes must all be filled). A reservation never exceeds what
+// remains of a budget: when the full reservation does not fit but some
+// budget is left, the remainder is reserved instead (the request is then
+// charged what it really used at settlement, at most one request past
+// the limit), so a nearly spent budget is not refused early by an
+// estimate. When a budget is spent, every reservation made is given back
+// and the 412 naming the limit is returned. A nil enforcer admits all.
+func (e *Enforcer) Admit(ctx context.Context, a *policies.Attributes, r Reserve) (*Admission, *apierror.Error, error) {
+	if e == nil {
+		return nil, nil, nil
+	}
+	limits, err := e.source.Active(ctx)
+	if err != nil || len(limits) == 0 {
+		return nil, nil, err
+	}
+	var adm *Admission
+	now := e.now()
+	for _, u := range limits {
+		p := u.Policy()
+		if p == nil || !p.Matches(a) {
+			continue
+		}
+		if adm == nil {
+			adm = &Admission{e: e}
+		}
+		per := u.PeriodAt(now)
+		g := Grant{Limit: u, Key: keyPrefix + p.GroupKey(a) + "|" + per.Label, Period: per, At: now}
+		want := r.MicroUSD
+		if u.Type == policies.TypeTokens {
+			want = r.Tokens
+		}
+		limit, window := u.Limit(), per.window()
+		want = min(want, limit)
+		d, err := e.reserve(ctx, g.Key, limit, window, &want)
+		if err != nil {
+			adm.refund(ctx)
+			return nil, nil, err
+		}
+		g.Decision = d
+		if !d.Allowed {
+			adm.refund(ctx)
+			return nil, exceeded(u, per), nil
+		}
+		g.Reserved = want
+		adm.Grants = append(adm.Grants, g)
+	}
+	return adm, nil, nil
+}
+
+// exceeded is the 412 of a spent budget.
+func exceeded(u *UsageLimit, per Period) *apierror.Error {
+	name := u.ID
+	if u.Name != nil && *u.Name != "" {
+		name = *u.Name + " (" + u.ID + ")"
+	}
+	msg := "usage limit " + name + " is exhausted"
+	if !per.End.IsZero() {
+		msg += "; it resets at " + per.End.UTC().Format(time.RFC3339)
+	}
+	return apierror.New(http.StatusPreconditionFailed, apierror.TypeRateLimit, msg).WithCode(CodeExceeded)
+}
+
+// refund gives back every reservation of a request that is not going
+// ahead.
+func (adm *Admission) refund(ctx context.Context) {
+	if adm == nil {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	for i := range adm.Grants {
+		g := &adm.Grants[i]
+		if g.Reserved > 0 {
+			_ = adm.e.limiter.Adjust(ctx, g.Key, g.Limit.Limit(), g.Period.window(), -g.Reserved)
+			adm.e.unpend(ctx, g)
+		}
+	}
+	adm.Grants = nil
+}
+
+// Refund gives back the reservations of a request refused later in
+// admission (by a rate limit).
+func (adm *Admission) Refund(ctx context.Context) { adm.refund(ctx) }
+
+// settleTimeout bounds a settlement's limiter calls.
+const settleTimeout = 2 * time.Second
+
+// Settle charges what the finished request e used in place of its
+// reservations (policies.SettleDelta, as the rate limiter settles), then
+// fires each limit's alert the first time its period's spend reaches the
+// alert threshold. An outcome that does not say what was used keeps the
+// reservation as the charge.
+func (adm *Admission) Settle(ctx context.Context, e *observe.Entry) error {
+	if adm == nil || len(adm.Grants) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	tokens, tokensKnown := UsedTokens(e)
+	spent, spentKnown := UsedMicroUSD(e)
+	now := adm.e.now()
+	var errs []error
+	for i := range adm.Grants {
+		g := &adm.Grants[i]
+		u := g.Limit
+		used, known := spent, spentKnown
+		if u.Type == policies.TypeTokens {
+			used, known = tokens, tokensKnown
+		}
+		if !known {
+			used = g.Reserved
+		}
+		adm.e.unpend(ctx, g)
+		if delta := policies.SettleDelta(g.Reserved, used, g.At, now, g.Period.window()); delta != 0 {
+			if err := adm.e.limiter.Adjust(ctx, g.Key, u.Limit(), g.Period.window(), delta); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		adm.e.checkAlert(ctx, g)
+	}
+	adm.Grants = nil
+	return errors.Join(errs...)
+}
+
+// Spent returns what key has used of u in its period: the limit less
+// what a zero-cost admission says remains.
+func (e *Enforcer) Spent(ctx context.Context, u *UsageLimit, key string, per Period) (int64, error) {
+	d, err := e.limiter.Admit(ctx, key, u.Limit(), per.window(), 0)
+	if err != nil {
+		return 0, err
+	}
+	return u.Limit() - d.Remaining, nil
+}
+
+// checkAlert fires g's limit's alert when its period's spend has reached
+// the threshold.
+func (e *Enforcer) checkAlert(ctx context.Context, g *Grant) {
+	at := g.Limit.AlertAt()
+	if at == 0 || e.alerts == nil {
+		return
+	}
+	spent, err := e.Spent(ctx, g.Limit, g.Key, g.Period)
+	if err != nil || spent < at {
+		return
+	}
+	e.alerts.Fire(ctx, g, spent)
+}
