@@ -246,6 +246,21 @@ func Parse(h http.Header) (*Headers, error) {
 		// is the caller's key then, never a provider's.
 		out.APIKey, out.Authorization = out.Authorization, ""
 	}
+	if vs := h["X-Api-Key"]; len(vs) > 0 {
+		// Anthropic's clients (Claude Code, the SDKs) send their key in
+		// x-api-key: the gateway key when it has its format, which is
+		// then removed so no pass-through call forwards it; otherwise
+		// the provider key, when Authorization named none.
+		switch k := strings.TrimSpace(vs[0]); {
+		case keys.IsKey(k):
+			if out.APIKey == "" {
+				out.APIKey = k
+			}
+			delete(h, "X-Api-Key")
+		case out.Authorization == "":
+			out.Authorization = k
+		}
+	}
 
 	if md := get(slotMetadata); md != "" {
 		m, err := parseMetadata(md)
@@ -288,13 +303,19 @@ func Parse(h http.Header) (*Headers, error) {
 
 // GatewayKey returns the gateway key of a request: the x-gateway-api-key
 // header, else an Authorization bearer token in the gateway key format
-// (keys.IsKey), as a plain OpenAI client sends it.
+// (keys.IsKey), as a plain OpenAI client sends it, else an x-api-key in
+// that format, as Anthropic's clients send it.
 func GatewayKey(h http.Header) string {
 	if k, _ := Get(h, APIKey); k != "" {
 		return strings.TrimSpace(k)
 	}
 	if vs := h["Authorization"]; len(vs) > 0 {
 		if t := BearerToken(vs[0]); keys.IsKey(t) {
+			return t
+		}
+	}
+	if vs := h["X-Api-Key"]; len(vs) > 0 {
+		if t := strings.TrimSpace(vs[0]); keys.IsKey(t) {
 			return t
 		}
 	}

@@ -35,6 +35,33 @@ func TestParse(t *testing.T) {
 			},
 		},
 		{
+			name:    "gateway key in x-api-key (Anthropic clients) is taken and removed",
+			headers: map[string]string{"x-api-key": "gw-" + strings.Repeat("a1B", 14) + "z", "x-gateway-provider": "anthropic"},
+			check: func(t *testing.T, h *Headers) {
+				if h.APIKey != "gw-"+strings.Repeat("a1B", 14)+"z" || h.Authorization != "" {
+					t.Fatalf("%+v", h)
+				}
+			},
+		},
+		{
+			name:    "provider key in x-api-key when Authorization names none",
+			headers: map[string]string{"x-gateway-api-key": "k", "x-api-key": "sk-ant-api03-abc"},
+			check: func(t *testing.T, h *Headers) {
+				if h.APIKey != "k" || h.Authorization != "sk-ant-api03-abc" {
+					t.Fatalf("%+v", h)
+				}
+			},
+		},
+		{
+			name:    "Authorization wins over x-api-key for the provider key",
+			headers: map[string]string{"x-api-key": "sk-ant-1", "Authorization": "Bearer sk-2"},
+			check: func(t *testing.T, h *Headers) {
+				if h.Authorization != "sk-2" {
+					t.Fatalf("%+v", h)
+				}
+			},
+		},
+		{
 			name:    "portkey aliases",
 			headers: map[string]string{"x-portkey-api-key": "k", "x-portkey-virtual-key": "vk", "x-portkey-trace-id": "t1"},
 			check: func(t *testing.T, h *Headers) {
@@ -188,5 +215,28 @@ func BenchmarkParse(b *testing.B) {
 		if _, err := Parse(h); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A gateway key in x-api-key is removed from the request's headers, so a
+// pass-through call never forwards it; GatewayKey finds it first.
+func TestXAPIKeyGatewayKey(t *testing.T) {
+	key := "gw-" + strings.Repeat("a1B", 14) + "z"
+	h := http.Header{"X-Api-Key": {key}}
+	if got := GatewayKey(h); got != key {
+		t.Fatalf("GatewayKey = %q", got)
+	}
+	if _, err := Parse(h); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := h["X-Api-Key"]; ok {
+		t.Fatal("the gateway key stayed in the headers")
+	}
+	h = http.Header{"X-Api-Key": {"sk-ant-1"}}
+	if got := GatewayKey(h); got != "" {
+		t.Fatalf("a provider key taken for the gateway key: %q", got)
+	}
+	if _, err := Parse(h); err != nil || h.Get("X-Api-Key") != "sk-ant-1" {
+		t.Fatalf("a provider key was removed: %v", err)
 	}
 }
