@@ -66,11 +66,14 @@ func TestBatchesHardeningOutputOverStoreLimit(t *testing.T) {
 }
 
 // cutProxy forwards TCP connections to a target until cut: then it
-// closes every open connection and every new one, until restored.
+// closes every open connection and every new one (or, with hold set,
+// keeps new ones open unanswered, as a firewalled host looks), until
+// restored.
 type cutProxy struct {
 	ln     net.Listener
 	target string
 	down   atomic.Bool
+	hold   atomic.Bool
 	mu     sync.Mutex
 	conns  map[net.Conn]bool
 	closed atomic.Int32
@@ -88,6 +91,12 @@ func newCutProxy(t testing.TB, target string) *cutProxy {
 			c, err := ln.Accept()
 			if err != nil {
 				return
+			}
+			if p.down.Load() && p.hold.Load() {
+				p.mu.Lock()
+				p.conns[c] = true
+				p.mu.Unlock()
+				continue
 			}
 			if p.down.Load() {
 				p.closed.Add(1)
