@@ -138,9 +138,18 @@ func moduleRoot() string {
 	return filepath.Dir(filepath.Dir(file))
 }
 
+// gatewayProc is a gateway subprocess started by startGateway.
+type gatewayProc struct {
+	cmd *exec.Cmd
+	// exited is closed when the process has exited (cmd.ProcessState is
+	// then set).
+	exited <-chan struct{}
+	out    *syncBuffer
+}
+
 // startGateway runs bin with caddyfile until the test ends, and waits
 // until it serves on port.
-func startGateway(t *testing.T, bin, dir, caddyfile string, port int) {
+func startGateway(t *testing.T, bin, dir, caddyfile string, port int) *gatewayProc {
 	t.Helper()
 	cfg := filepath.Join(dir, "Caddyfile")
 	if err := os.WriteFile(cfg, []byte(caddyfile), 0o600); err != nil {
@@ -174,7 +183,7 @@ func startGateway(t *testing.T, bin, dir, caddyfile string, port int) {
 		}
 		if resp, err := http.Get(probe); err == nil {
 			resp.Body.Close()
-			return
+			return &gatewayProc{cmd: cmd, exited: exited, out: out}
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the second gateway did not start in 30s:\n%s", out.String())
