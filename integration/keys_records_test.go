@@ -160,7 +160,7 @@ func reopenStore(t *testing.T, dir string) *keys.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Load(context.Background()); err != nil {
+	if err := st.Init(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	return st

@@ -15,7 +15,7 @@ func BenchmarkLookup(b *testing.B) {
 			var probe string
 			for i := 0; i < n; i++ {
 				k := fmt.Sprintf("%s%043d", KeyPrefix, i)
-				r := &APIKey{ID: fmt.Sprintf("%08d", i), Name: "k", Status: StatusActive, Digest: s.opts.Hasher.Sum(k).String()}
+				r := &APIKey{ID: fmt.Sprintf("%08d", i), Name: "k", Status: StatusActive, Digest: s.Hasher().Sum(k).String()}
 				_ = s.idx.putAPIKey(r, r.Name, false)
 				if i == n/2 {
 					probe = k

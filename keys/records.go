@@ -43,9 +43,13 @@ func (s *Store) loadRecord(ctx context.Context, kind, id string, into any) error
 // it exists outside the client. r's ID, digest, prefix, status and times
 // are set here.
 func (s *Store) CreateAPIKey(ctx context.Context, r *APIKey) (string, error) {
+	h := s.Hasher()
+	if h == nil || !s.Ready() {
+		return "", ErrNotReady
+	}
 	key := NewKey()
 	now := s.now()
-	r.ID, r.Digest, r.Prefix = NewID(), s.opts.Hasher.Sum(key).String(), key[:DisplayLen]
+	r.ID, r.Digest, r.Prefix = NewID(), h.Sum(key).String(), key[:DisplayLen]
 	if r.Status == "" {
 		r.Status = StatusActive
 	}
@@ -76,13 +80,17 @@ func (s *Store) UpdateAPIKey(ctx context.Context, id string, fn func(*APIKey) er
 func (s *Store) RotateAPIKey(ctx context.Context, id, idemKey string, grace time.Duration) (key string, r *APIKey, replayed bool, err error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	h := s.Hasher()
+	if h == nil || !s.Ready() {
+		return "", nil, false, ErrNotReady
+	}
 	r = new(APIKey)
 	if err := s.loadRecord(ctx, kindAPIKeys, id, r); err != nil {
 		return "", nil, false, err
 	}
 	idemDigest := ""
 	if idemKey != "" {
-		idemDigest = s.opts.Hasher.Sum("idempotency\x00" + idemKey).String()
+		idemDigest = h.Sum("idempotency\x00" + idemKey).String()
 		if rot := r.Rotation; rot != nil && rot.IdemDigest == idemDigest {
 			if k, ok := openReplay(idemKey, r.ID, rot.Box); ok {
 				return k, r, true, nil
@@ -93,7 +101,7 @@ func (s *Store) RotateAPIKey(ctx context.Context, id, idemKey string, grace time
 	now := s.now()
 	until := now.Add(grace)
 	r.PrevDigest, r.PrevUntil = r.Digest, &until
-	r.Digest, r.Prefix = s.opts.Hasher.Sum(key).String(), key[:DisplayLen]
+	r.Digest, r.Prefix = h.Sum(key).String(), key[:DisplayLen]
 	r.Rotation = nil
 	if idemKey != "" {
 		r.Rotation = &Rotation{IdemDigest: idemDigest, Box: sealReplay(idemKey, r.ID, key), At: now}

@@ -30,8 +30,11 @@ type Options struct {
 	Redis redis.UniversalClient
 	// Prefix is where records live in KV (default "llm_gateway/keys").
 	Prefix string
-	// Hasher digests gateway keys (required).
+	// Hasher digests gateway keys. Without one, Secret gives the server
+	// secret when the store is initialised (Init), which may need the KV.
 	Hasher *Hasher
+	// Secret returns the server secret (see LoadOrCreateSecret).
+	Secret func(context.Context) ([]byte, error)
 	// Sealer encrypts provider credentials; nil refuses API virtual keys.
 	Sealer *Sealer
 	// Attach builds the value Lookup returns for a key record (the app's
@@ -64,6 +67,8 @@ type Store struct {
 	mu      sync.RWMutex
 	idx     *index
 	applied atomic.Int64 // the change counter the index reflects
+	hasher  atomic.Pointer[Hasher]
+	ready   atomic.Bool
 
 	stop chan struct{}
 	done chan struct{}
@@ -106,8 +111,8 @@ func newIndex() *index {
 // New returns a store over opts.KV. Call Load to read the records and
 // Start to follow other instances' changes.
 func New(opts Options) (*Store, error) {
-	if opts.KV == nil || opts.Hasher == nil {
-		return nil, errors.New("keys: a KV and a Hasher are required")
+	if opts.KV == nil || (opts.Hasher == nil && opts.Secret == nil) {
+		return nil, errors.New("keys: a KV and a Hasher or Secret are required")
 	}
 	if opts.Prefix == "" {
 		opts.Prefix = "llm_gateway/keys"
@@ -124,15 +129,48 @@ func New(opts Options) (*Store, error) {
 	if opts.Attach == nil {
 		opts.Attach = func(*APIKey) any { return nil }
 	}
-	return &Store{opts: opts, prefix: strings.TrimSuffix(opts.Prefix, "/"), idx: newIndex()}, nil
+	s := &Store{opts: opts, prefix: strings.TrimSuffix(opts.Prefix, "/"), idx: newIndex()}
+	if opts.Hasher != nil {
+		s.hasher.Store(opts.Hasher)
+	}
+	return s, nil
 }
+
+// ErrNotReady is the answer of writes before the store could be read
+// (its KV, such as Redis, was unreachable).
+var ErrNotReady = errors.New("keys: the record store is not available yet")
+
+// Init reads the server secret (when not given) and every record. Until
+// it succeeds, no API key authenticates and writes fail with ErrNotReady;
+// Start keeps retrying it.
+func (s *Store) Init(ctx context.Context) error {
+	if s.hasher.Load() == nil {
+		secret, err := s.opts.Secret(ctx)
+		if err != nil {
+			return fmt.Errorf("keys: loading the server secret: %w", err)
+		}
+		h, err := NewHasher(secret)
+		if err != nil {
+			return err
+		}
+		s.hasher.Store(h)
+	}
+	if err := s.Load(ctx); err != nil {
+		return err
+	}
+	s.ready.Store(true)
+	return nil
+}
+
+// Ready reports whether Init succeeded.
+func (s *Store) Ready() bool { return s.ready.Load() }
 
 // CanSeal reports whether API virtual keys can be stored (an encryption
 // key is configured).
 func (s *Store) CanSeal() bool { return s.opts.Sealer != nil }
 
-// Hasher returns the store's key hasher.
-func (s *Store) Hasher() *Hasher { return s.opts.Hasher }
+// Hasher returns the store's key hasher (nil before Init).
+func (s *Store) Hasher() *Hasher { return s.hasher.Load() }
 
 func (s *Store) now() time.Time { return s.opts.Now().UTC() }
 
@@ -155,10 +193,11 @@ const (
 // Lookup finds the record of a presented key: O(1) whatever the number of
 // keys, one HMAC and one map read. ext is the Attach value of the record.
 func (s *Store) Lookup(key string) (ext any, rec *APIKey, res Result) {
-	if !IsKey(key) {
+	h := s.hasher.Load()
+	if h == nil || !IsKey(key) {
 		return nil, nil, Unknown
 	}
-	d := s.opts.Hasher.Sum(key)
+	d := h.Sum(key)
 	s.mu.RLock()
 	e := s.idx.byDigest[d]
 	s.mu.RUnlock()

@@ -41,7 +41,7 @@ func newTestStore(t testing.TB, kv kvstore.KV, c *clock) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Load(context.Background()); err != nil {
+	if err := s.Init(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -186,7 +186,7 @@ func TestVirtualKeySealed(t *testing.T) {
 	// Another store without the encryption key cannot open it.
 	h, _ := NewHasher(testSecret)
 	s2, _ := New(Options{KV: kv, Hasher: h})
-	_ = s2.Load(ctx)
+	_ = s2.Init(ctx)
 	if _, ok := s2.VirtualKey("ws1", "openai"); ok {
 		t.Fatal("opened without the encryption key")
 	}
@@ -246,7 +246,7 @@ func testPropagation(t *testing.T, kv1 kvstore.KV, r1 interface{}, kv2 kvstore.K
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Load(context.Background()); err != nil {
+		if err := s.Init(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		s.Start()

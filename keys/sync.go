@@ -121,6 +121,10 @@ func (s *Store) Start() {
 				}
 				s.onMessage(m.Payload)
 			case <-t.C:
+				if !s.Ready() {
+					s.retryInit()
+					continue
+				}
 				s.poll()
 			}
 		}
@@ -141,6 +145,9 @@ func (s *Store) Stop() {
 func (s *Store) Applied() int64 { return s.applied.Load() }
 
 func (s *Store) onMessage(payload string) {
+	if !s.Ready() {
+		return
+	}
 	nStr, ref, ok := strings.Cut(payload, " ")
 	kind, id, ok2 := strings.Cut(ref, "/")
 	n, err := strconv.ParseInt(nStr, 10, 64)
@@ -161,6 +168,16 @@ func (s *Store) onMessage(payload string) {
 	default:
 		s.reloadAll()
 	}
+}
+
+func (s *Store) retryInit() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Init(ctx); err != nil {
+		s.opts.Logger.Warn("keys: the record store is still unavailable; API keys are refused until it answers", zap.Error(err))
+		return
+	}
+	s.opts.Logger.Info("keys: the record store is available")
 }
 
 func (s *Store) poll() {

@@ -80,6 +80,10 @@ func handle(fn func(*call) (any, error)) http.HandlerFunc {
 			apierror.Write(w, apierror.New(http.StatusInternalServerError, apierror.TypeServer, "keys API called outside the gateway"))
 			return
 		}
+		if !cp.App.KeyStore().Ready() {
+			apierror.Write(w, apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable, "the key store is unavailable; try again"))
+			return
+		}
 		out, err := fn(&call{r: r, id: cp.Identity, app: cp.App, store: cp.App.KeyStore(), body: cp.Body})
 		if err != nil {
 			var e *apierror.Error
