@@ -1,0 +1,120 @@
+package llmgateway
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// goModFacts returns the module path and the Caddy version go.mod pins
+// (without its "v").
+func goModFacts(t *testing.T) (module, caddyVersion string) {
+	t.Helper()
+	f, err := os.Open("go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		switch {
+		case len(fs) == 2 && fs[0] == "module":
+			module = fs[1]
+		case len(fs) >= 2 && fs[0] == "github.com/caddyserver/caddy/v2":
+			caddyVersion = strings.TrimPrefix(fs[1], "v")
+		case len(fs) >= 3 && fs[0] == "require" && fs[1] == "github.com/caddyserver/caddy/v2":
+			caddyVersion = strings.TrimPrefix(fs[2], "v")
+		}
+	}
+	if module == "" || caddyVersion == "" {
+		t.Fatalf("go.mod: module %q, Caddy version %q", module, caddyVersion)
+	}
+	return module, caddyVersion
+}
+
+// dockerfileInstructions returns the Dockerfile's instructions with
+// continuation lines joined and comments dropped.
+func dockerfileInstructions(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	cur := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		trimmed := strings.TrimSpace(line)
+		if cur == "" && (trimmed == "" || strings.HasPrefix(trimmed, "#")) {
+			continue
+		}
+		if strings.HasSuffix(trimmed, `\`) {
+			cur += strings.TrimSuffix(trimmed, `\`) + " "
+			continue
+		}
+		out = append(out, strings.Join(strings.Fields(cur+trimmed), " "))
+		cur = ""
+	}
+	return out
+}
+
+// TestDockerfile checks the image's build follows Caddy's documented
+// pattern for this module and this Caddy: no registry is reachable here,
+// so the image itself cannot be built in CI.
+func TestDockerfile(t *testing.T) {
+	module, version := goModFacts(t)
+	ins := dockerfileInstructions(t)
+	has := func(re string) bool {
+		r := regexp.MustCompile(re)
+		for _, in := range ins {
+			if r.MatchString(in) {
+				return true
+			}
+		}
+		return false
+	}
+	v := regexp.QuoteMeta(version)
+	musts := []struct{ what, re string }{
+		{"the builder stage is caddy:<go.mod's version>-builder", `^FROM caddy:` + v + `-builder AS builder$`},
+		{"xcaddy builds that Caddy version with this module from the build context",
+			`^RUN xcaddy build v` + v + ` --with ` + regexp.QuoteMeta(module) + `=\. `},
+		{"the runtime stage is caddy:<go.mod's version>", `^FROM caddy:` + v + `$`},
+		{"the binary is copied from the builder", `^COPY --from=builder /usr/bin/caddy /usr/bin/caddy$`},
+		{"the example Caddyfile is the image's config", `^COPY examples/Caddyfile /etc/caddy/Caddyfile$`},
+		{"a non-root user runs it", `^USER [a-z]+:[a-z]+$`},
+		{"/data and /config are volumes", `^VOLUME \["/data", "/config"\]$`},
+		{"a HEALTHCHECK probes /healthz", `^HEALTHCHECK .*CMD wget .*/healthz`},
+	}
+	for _, m := range musts {
+		if !has(m.re) {
+			t.Errorf("Dockerfile: %s (no instruction matches %s)", m.what, m.re)
+		}
+	}
+	if has(`^USER (root|0)`) {
+		t.Error("Dockerfile: runs as root")
+	}
+	// Every file the runtime stage copies from the context exists and is
+	// not excluded by .dockerignore.
+	ignore, err := os.ReadFile(".dockerignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range ins {
+		fs := strings.Fields(in)
+		if fs[0] != "COPY" || strings.HasPrefix(fs[1], "--from") || fs[1] == "." {
+			continue
+		}
+		if _, err := os.Stat(filepath.FromSlash(fs[1])); err != nil {
+			t.Errorf("Dockerfile copies %s: %v", fs[1], err)
+		}
+		for _, pat := range strings.Split(string(ignore), "\n") {
+			pat = strings.TrimSpace(pat)
+			if pat != "" && !strings.HasPrefix(pat, "#") && (fs[1] == pat || strings.HasPrefix(fs[1], pat+"/")) {
+				t.Errorf(".dockerignore drops %s, which the Dockerfile copies", fs[1])
+			}
+		}
+	}
+}
