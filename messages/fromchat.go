@@ -1,8 +1,12 @@
 package messages
 
 import (
+	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/oaiwire"
@@ -78,75 +82,137 @@ func MessageID(chatID string) string {
 	return "msg_" + chatID
 }
 
-// chatAnswer is the part of a chat completion FromChat reads.
-type chatAnswer struct {
-	ID      string `json:"id"`
-	Model   string `json:"model"`
-	Choices []struct {
-		Message struct {
-			Content          *string            `json:"content"`
-			ReasoningContent string             `json:"reasoning_content"`
-			Reasoning        string             `json:"reasoning"`
-			Refusal          *string            `json:"refusal"`
-			ToolCalls        []oaiwire.ToolCall `json:"tool_calls"`
-		} `json:"message"`
-		FinishReason string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage json.RawMessage `json:"usage"`
-}
-
 // FromChat translates a complete chat completion into a Messages answer
 // for a request for model (the client's model when the answer names
-// none). The first choice is the answer: Messages has no n.
+// none). The first choice is the answer: Messages has no n. The answer
+// is read in one pass per level (it is read for every translated
+// answer) and written without reflection.
 func FromChat(chat []byte, model string) ([]byte, error) {
 	if err := jsonlimit.Object(chat); err != nil {
 		return nil, err
 	}
-	var a chatAnswer
-	if err := json.Unmarshal(chat, &a); err != nil {
-		return nil, err
-	}
-	if len(a.Choices) == 0 {
+	var id, choice, usage gjson.Result
+	gjson.ParseBytes(chat).ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "id":
+			id = v
+		case "model":
+			if v.Str != "" {
+				model = v.Str
+			}
+		case "choices":
+			choice = v.Get("0")
+		case "usage":
+			usage = v
+		}
+		return true
+	})
+	if !choice.IsObject() {
 		return nil, errNoChoice
 	}
-	if a.Model != "" {
-		model = a.Model
+	var msg, finish gjson.Result
+	choice.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "message":
+			msg = v
+		case "finish_reason":
+			finish = v
+		}
+		return true
+	})
+	var content, thinking, refusal, tools gjson.Result
+	msg.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "content":
+			content = v
+		case "reasoning_content", "reasoning":
+			if v.Str != "" {
+				thinking = v
+			}
+		case "refusal":
+			refusal = v
+		case "tool_calls":
+			tools = v
+		}
+		return true
+	})
+	b := make([]byte, 0, 256+len(chat))
+	b = append(b, `{"id":`...)
+	b = oaiwire.AppendString(b, MessageID(id.Str))
+	b = append(b, `,"type":"message","role":"assistant","model":`...)
+	b = oaiwire.AppendString(b, model)
+	b = append(b, `,"content":[`...)
+	n := 0
+	sep := func() {
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
 	}
-	ch := &a.Choices[0]
-	m := &ch.Message
-	resp := Response{ID: MessageID(a.ID), Type: "message", Role: "assistant", Model: model, Content: make([]OutBlock, 0, 1+len(m.ToolCalls))}
-	thinking := m.ReasoningContent
-	if thinking == "" {
-		thinking = m.Reasoning
-	}
-	if thinking != "" {
+	if thinking.Str != "" {
 		// A chat target's reasoning has no signature to send back; an
 		// empty one tells the client so.
-		empty := ""
-		resp.Content = append(resp.Content, OutBlock{Type: "thinking", Thinking: &thinking, Signature: &empty})
+		sep()
+		b = append(b, `{"type":"thinking","thinking":`...)
+		b = oaiwire.AppendString(b, thinking.Str)
+		b = append(b, `,"signature":""}`...)
 	}
-	text := ""
-	if m.Content != nil {
-		text = *m.Content
+	text := content.Str
+	if text == "" {
+		text = refusal.Str
 	}
-	if text == "" && m.Refusal != nil {
-		text = *m.Refusal
+	ntools := 0
+	if tools.IsArray() {
+		ntools = len(tools.Array())
 	}
-	if text != "" || len(m.ToolCalls) == 0 {
-		resp.Content = append(resp.Content, OutBlock{Type: "text", Text: &text})
+	if text != "" || ntools == 0 {
+		sep()
+		b = append(b, `{"type":"text","text":`...)
+		b = oaiwire.AppendString(b, text)
+		b = append(b, '}')
 	}
-	for i := range m.ToolCalls {
-		tc := &m.ToolCalls[i]
-		resp.Content = append(resp.Content, OutBlock{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: ToolInput(tc.Function.Arguments)})
+	if ntools > 0 {
+		tools.ForEach(func(_, tc gjson.Result) bool {
+			sep()
+			b = append(b, `{"type":"tool_use","id":`...)
+			b = oaiwire.AppendString(b, tc.Get("id").Str)
+			b = append(b, `,"name":`...)
+			b = oaiwire.AppendString(b, tc.Get("function.name").Str)
+			b = append(b, `,"input":`...)
+			b = append(b, compactJSON(ToolInput(tc.Get("function.arguments").Str))...)
+			b = append(b, '}')
+			return true
+		})
 	}
-	resp.StopReason = StopReason(ch.FinishReason)
-	if m.Refusal != nil && *m.Refusal != "" {
-		resp.StopReason = "refusal"
+	stop := StopReason(finish.Str)
+	if refusal.Str != "" {
+		stop = "refusal"
 	}
-	if u := chatUsage(a.Usage); u != nil {
-		resp.Usage = UsageOf(u)
+	b = append(b, `],"stop_reason":`...)
+	b = oaiwire.AppendString(b, stop)
+	u := Usage{}
+	if usage.IsObject() {
+		u = UsageOf(chatUsage([]byte(usage.Raw)))
 	}
-	return marshal(&resp)
+	b = append(b, `,"stop_sequence":null,"usage":{"input_tokens":`...)
+	b = strconv.AppendInt(b, u.InputTokens, 10)
+	b = append(b, `,"output_tokens":`...)
+	b = strconv.AppendInt(b, u.OutputTokens, 10)
+	b = append(b, `,"cache_creation_input_tokens":`...)
+	b = strconv.AppendInt(b, u.CacheCreationInputTokens, 10)
+	b = append(b, `,"cache_read_input_tokens":`...)
+	b = strconv.AppendInt(b, u.CacheReadInputTokens, 10)
+	return append(b, "}}"...), nil
+}
+
+// compactJSON is raw without insignificant whitespace (a model's
+// arguments are often pretty-printed).
+func compactJSON(raw []byte) []byte {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return raw
+	}
+	return b.Bytes()
 }
 
 // ToolInput is a tool call's arguments as the tool_use input object: the

@@ -144,9 +144,10 @@ type ToolChoice struct {
 }
 
 // blockTypes are the content block types the Messages API defines, by
-// where they may appear: "u" in user turns, "a" in assistant turns.
+// where they may appear: "u" in user turns, "a" in assistant turns, "s"
+// in system turns.
 var blockTypes = map[string]string{
-	"text":                                   "ua",
+	"text":                                   "uas",
 	"image":                                  "ua",
 	"document":                               "u",
 	"search_result":                          "u",
@@ -211,8 +212,10 @@ func (r *Request) validate(count bool) error {
 		if r.MaxTokens == nil {
 			return invalid("max_tokens", "Field required")
 		}
-		if *r.MaxTokens < 1 {
-			return invalid("max_tokens", "Input should be greater than or equal to 1")
+		// 0 is allowed: it warms Anthropic's prompt cache without an
+		// answer.
+		if *r.MaxTokens < 0 {
+			return invalid("max_tokens", "Input should be greater than or equal to 0")
 		}
 	}
 	if len(r.Messages) == 0 {
@@ -308,8 +311,10 @@ func (m *Message) validate(f string) error {
 		where = "u"
 	case "assistant":
 		where = "a"
+	case "system":
+		where = "s"
 	default:
-		return invalid(f+".role", "Input should be 'user' or 'assistant'")
+		return invalid(f+".role", "Input should be 'user', 'assistant' or 'system'")
 	}
 	if !m.Content.set {
 		return invalid(f+".content", "Field required")
@@ -334,10 +339,7 @@ func (b *Block) validate(f, where string) error {
 		return invalid(f+".type", "Input tag %s found using 'type' does not match any of the expected tags", apierror.QuoteID(b.Type))
 	}
 	if !bytes.Contains([]byte(allowed), []byte(where)) {
-		role := "user"
-		if where == "a" {
-			role = "assistant"
-		}
+		role := map[string]string{"u": "user", "a": "assistant", "s": "system"}[where]
 		return invalid(f+".type", "a %s block is not accepted in a %s turn", b.Type, role)
 	}
 	switch b.Type {

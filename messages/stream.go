@@ -112,11 +112,28 @@ func (s *StreamWriter) event(_, data []byte) bool {
 		s.fail(TypeAPI, "the provider's stream sent an invalid event")
 		return false
 	}
-	c := gjson.ParseBytes(data)
-	if e := c.Get("error"); e.Exists() {
-		msg := e.Get("message").String()
-		if e.Type == gjson.String {
-			msg = e.String()
+	// One pass over the chunk's members, and one over its first
+	// choice's and delta's: a chunk is read once, not once per field.
+	var id, model, choice, errv, usage gjson.Result
+	gjson.ParseBytes(data).ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "id":
+			id = v
+		case "model":
+			model = v
+		case "choices":
+			choice = v.Get("0")
+		case "usage":
+			usage = v
+		case "error":
+			errv = v
+		}
+		return true
+	})
+	if errv.Exists() {
+		msg := errv.Get("message").String()
+		if errv.Type == gjson.String {
+			msg = errv.String()
 		}
 		if msg == "" {
 			msg = "the provider's stream failed"
@@ -125,32 +142,52 @@ func (s *StreamWriter) event(_, data []byte) bool {
 		return false
 	}
 	if !s.started {
-		s.start(c.Get("id").String(), c.Get("model").String())
+		s.start(id.String(), model.String())
 	}
-	if u := c.Get("usage"); u.IsObject() {
-		s.usage = chatUsage([]byte(u.Raw))
+	if usage.IsObject() {
+		s.usage = chatUsage([]byte(usage.Raw))
 	}
-	ch := c.Get("choices.0")
-	if !ch.Exists() {
+	if !choice.IsObject() {
 		return true
 	}
-	d := ch.Get("delta")
-	if r := d.Get("reasoning_content"); r.Type == gjson.String && r.Str != "" {
-		s.textDelta("thinking", r.Str)
-	} else if r := d.Get("reasoning"); r.Type == gjson.String && r.Str != "" {
-		s.textDelta("thinking", r.Str)
+	var delta, finish gjson.Result
+	choice.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "delta":
+			delta = v
+		case "finish_reason":
+			finish = v
+		}
+		return true
+	})
+	var content, reasoning, tools gjson.Result
+	delta.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "content":
+			content = v
+		case "reasoning_content", "reasoning":
+			if v.Type == gjson.String && v.Str != "" {
+				reasoning = v
+			}
+		case "tool_calls":
+			tools = v
+		}
+		return true
+	})
+	if reasoning.Str != "" {
+		s.textDelta("thinking", reasoning.Str)
 	}
-	if t := d.Get("content"); t.Type == gjson.String && t.Str != "" {
-		s.textDelta("text", t.Str)
+	if content.Type == gjson.String && content.Str != "" {
+		s.textDelta("text", content.Str)
 	}
-	if tc := d.Get("tool_calls"); tc.IsArray() {
-		tc.ForEach(func(_, v gjson.Result) bool {
+	if tools.IsArray() {
+		tools.ForEach(func(_, v gjson.Result) bool {
 			s.toolDelta(v)
 			return true
 		})
 	}
-	if f := ch.Get("finish_reason"); f.Type == gjson.String && f.Str != "" {
-		s.stop = StopReason(f.Str)
+	if finish.Type == gjson.String && finish.Str != "" {
+		s.stop = StopReason(finish.Str)
 	}
 	return true
 }

@@ -88,11 +88,17 @@ func ToChat(r *Request) ([]byte, error) {
 			out.Messages = append(out.Messages, chatMessage{Role: "system", Content: s})
 		}
 	}
+	if r.MaxTokens != nil && *r.MaxTokens == 0 {
+		return nil, unsupported("max_tokens", "max_tokens 0 (warming the prompt cache)")
+	}
 	for i := range r.Messages {
 		var err error
-		if r.Messages[i].Role == "assistant" {
+		switch r.Messages[i].Role {
+		case "assistant":
 			out.Messages, err = appendAssistant(out.Messages, &r.Messages[i])
-		} else {
+		case "system":
+			out.Messages = append(out.Messages, chatMessage{Role: "system", Content: r.Messages[i].Content.joinText()})
+		default:
 			out.Messages, err = appendUser(out.Messages, &r.Messages[i])
 		}
 		if err != nil {

@@ -1,0 +1,61 @@
+package messages
+
+import (
+	"io"
+	"testing"
+)
+
+// The benchmark harness's request: a system prompt and one user turn.
+var benchBody = []byte(`{"model":"claude-sonnet-4-5","max_tokens":256,"stream":true,"system":"You are a helpful assistant.","messages":[{"role":"user","content":"Write one short sentence about benchmarks."}]}`)
+
+func BenchmarkParse(b *testing.B) {
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := Parse(benchBody, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkToChat(b *testing.B) {
+	r, _ := Parse(benchBody, false)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := ToChat(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkFromChat(b *testing.B) {
+	chat := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"the quick brown fox jumps over a lazy dog while seven bright engineers measure every small delay between request and"},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":19,"completion_tokens":20,"total_tokens":39}}`)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := FromChat(chat, "m"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkStreamWriter translates a 20-chunk chat stream, chunk by chunk.
+func BenchmarkStreamWriter(b *testing.B) {
+	var chunks [][]byte
+	for i := 0; i < 20; i++ {
+		chunks = append(chunks, []byte(`data: {"id":"chatcmpl-mock-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":" word"},"finish_reason":null}]}`+"\n\n"))
+	}
+	chunks = append(chunks, []byte(`data: {"id":"chatcmpl-mock-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\n"),
+		[]byte(`data: {"id":"chatcmpl-mock-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-mini","choices":[],"usage":{"prompt_tokens":19,"completion_tokens":20,"total_tokens":39}}`+"\n\n"),
+		[]byte("data: [DONE]\n\n"))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		s := NewStreamWriter(io.Discard, "m")
+		for _, c := range chunks {
+			if _, err := s.Write(c); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := s.Close(nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
