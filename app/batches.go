@@ -67,8 +67,10 @@ func (a *App) provisionBatches() error {
 	if s, ok := a.storage.(fmt.Stringer); ok {
 		key += "|" + s.String()
 	}
+	prefix := ""
 	if a.redis != nil {
-		kv, key = files.NewRedisKV(a.redis), "redis|"+a.redisKey
+		prefix = a.RedisKeyPrefix()
+		kv, key = files.NewRedisKV(a.redis), "redis|"+a.redisKey+"|"+prefix
 	}
 	instance, err := caddy.InstanceID()
 	if err != nil {
@@ -76,8 +78,14 @@ func (a *App) provisionBatches() error {
 	}
 	logger := a.logger
 	v, _, err := batchEngines.LoadOrNew(key, func() (caddy.Destructor, error) {
-		store := files.NewStore(kv, files.Config{})
-		eng := batches.NewEngine(batches.Config{KV: kv, Files: store, Instance: instance.String(), Logger: logger.Named("batches")})
+		// An empty prefix keeps each store's default namespace.
+		var filesNS, batchesNS string
+		if prefix != "" {
+			filesNS, batchesNS = prefix+"llm_gateway/files", prefix+"llm_gateway/batches"
+		}
+		store := files.NewStore(kv, files.Config{Prefix: filesNS})
+		eng := batches.NewEngine(batches.Config{KV: kv, Files: store, Instance: instance.String(), Logger: logger.Named("batches"),
+			Prefix: batchesNS})
 		return batchEngine{files: store, engine: eng}, nil
 	})
 	if err != nil {

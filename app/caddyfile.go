@@ -79,10 +79,21 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 //			retention <duration>   # default 90d
 //			queue     <n>          # records waiting for the writer
 //		}
-//		redis <host:port> {
+//		redis [<host:port>] {
+//			cluster  <host:port>...              # Redis Cluster seed nodes, instead of the address
+//			sentinel <master> <host:port>...     # Redis Sentinel, instead of the address
+//			sentinel_username <user>
+//			sentinel_password <password | {env.VAR}>
 //			username <user>
 //			password <password | {env.VAR}>
 //			db       <n>
+//			tls {                                # bare `tls` verifies with the system roots
+//				ca          <PEM file>
+//				cert        <PEM file>           # client certificate, with key
+//				key         <PEM file>
+//				server_name <name>
+//			}
+//			key_prefix <prefix>                  # starts every key and channel
 //			fail_open | fail_closed
 //		}
 //	}
@@ -416,32 +427,55 @@ func (a *App) unmarshalBatches(d *caddyfile.Dispenser) error {
 	return nil
 }
 
-// unmarshalRedis reads `redis <host:port> [{ … }]`.
+// unmarshalRedis reads `redis [<host:port>] [{ … }]`.
 func (a *App) unmarshalRedis(d *caddyfile.Dispenser) error {
 	r := &RedisConfig{}
-	if !d.Args(&r.Address) {
+	d.Args(&r.Address)
+	if d.NextArg() {
 		return d.ArgErr()
 	}
+	one := func(dst *string) error {
+		if !d.Args(dst) || d.NextArg() {
+			return d.ArgErr()
+		}
+		return nil
+	}
+	var err error
 	for d.NextBlock(1) {
 		switch d.Val() {
 		case "username":
-			if !d.Args(&r.Username) {
-				return d.ArgErr()
-			}
+			err = one(&r.Username)
 		case "password":
-			if !d.Args(&r.Password) {
-				return d.ArgErr()
-			}
+			err = one(&r.Password)
 		case "db":
 			var db string
-			if !d.Args(&db) {
-				return d.ArgErr()
+			if err = one(&db); err != nil {
+				break
 			}
-			n, err := strconv.Atoi(db)
-			if err != nil || n < 0 {
+			n, convErr := strconv.Atoi(db)
+			if convErr != nil || n < 0 {
 				return d.Errf("redis db must be a non-negative integer")
 			}
 			r.DB = n
+		case "cluster":
+			r.Cluster = d.RemainingArgs()
+			if len(r.Cluster) == 0 {
+				return d.ArgErr()
+			}
+		case "sentinel":
+			args := d.RemainingArgs()
+			if len(args) < 2 {
+				return d.Errf("redis sentinel: want <master name> <sentinel address>...")
+			}
+			r.MasterName, r.Sentinels = args[0], args[1:]
+		case "sentinel_username":
+			err = one(&r.SentinelUsername)
+		case "sentinel_password":
+			err = one(&r.SentinelPassword)
+		case "key_prefix":
+			err = one(&r.KeyPrefix)
+		case "tls":
+			r.TLS, err = unmarshalRedisTLS(d)
 		case "fail_open":
 			r.FailOpen = true
 		case "fail_closed":
@@ -449,9 +483,49 @@ func (a *App) unmarshalRedis(d *caddyfile.Dispenser) error {
 		default:
 			return d.Errf("unknown redis option %q", d.Val())
 		}
+		if err != nil {
+			return err
+		}
+	}
+	if _, err := r.redisOptions(); err != nil && !strings.Contains(err.Error(), "redis tls:") {
+		// Certificate files are read at provision, where they may exist
+		// only on the serving host; the shape is checked here.
+		return d.Err(err.Error())
 	}
 	a.Redis = r
 	return nil
+}
+
+// unmarshalRedisTLS reads `tls [{ ca <file> cert <file> key <file>
+// server_name <name> }]`.
+func unmarshalRedisTLS(d *caddyfile.Dispenser) (*RedisTLS, error) {
+	t := &RedisTLS{}
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	for d.NextBlock(2) {
+		opt := d.Val()
+		var v string
+		if !d.Args(&v) || d.NextArg() {
+			return nil, d.ArgErr()
+		}
+		switch opt {
+		case "ca":
+			t.CA = v
+		case "cert":
+			t.Cert = v
+		case "key":
+			t.Key = v
+		case "server_name":
+			t.ServerName = v
+		default:
+			return nil, d.Errf("unknown redis tls option %q", opt)
+		}
+	}
+	if (t.Cert == "") != (t.Key == "") {
+		return nil, d.Err("redis tls: cert and key go together")
+	}
+	return t, nil
 }
 
 // Interface guards.

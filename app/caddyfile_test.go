@@ -243,8 +243,8 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{name: "batches bad count", block: "batches {\n max_running 0\n}", wantErr: "batches max_running must be a positive integer"},
 		{name: "batches bad size", block: "batches {\n max_file_size big\n}", wantErr: "max_file_size must be a positive size"},
 		{name: "batches unknown", block: "batches {\n max_lines 3\n}", wantErr: `unknown batches option "max_lines"`},
-		{name: "redis", block: "redis r:6379 {\n username u\n password p\n db 2\n fail_open\n}", check: func(t *testing.T, a *App) {
-			if r := a.Redis; r == nil || *r != (RedisConfig{Address: "r:6379", Username: "u", Password: "p", DB: 2, FailOpen: true}) {
+		{name: "redis", block: "redis r:6379 {\n username u\n password p\n db 2\n key_prefix fleet-a:\n fail_open\n}", check: func(t *testing.T, a *App) {
+			if r := a.Redis; r == nil || !reflect.DeepEqual(*r, RedisConfig{Address: "r:6379", Username: "u", Password: "p", DB: 2, KeyPrefix: "fleet-a:", FailOpen: true}) {
 				t.Fatalf("redis %+v", r)
 			}
 		}},
@@ -253,8 +253,34 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 				t.Fatal("fail_closed after fail_open left it open")
 			}
 		}},
+		{name: "redis tls", block: "redis r:6380 {\n tls {\n ca /c.pem\n cert /a.pem\n key /k.pem\n server_name redis.internal\n }\n}", check: func(t *testing.T, a *App) {
+			if tl := a.Redis.TLS; tl == nil || *tl != (RedisTLS{CA: "/c.pem", Cert: "/a.pem", Key: "/k.pem", ServerName: "redis.internal"}) {
+				t.Fatalf("tls %+v", tl)
+			}
+		}},
+		{name: "redis bare tls", block: "redis r:6380 {\n tls\n}", check: func(t *testing.T, a *App) {
+			if a.Redis.TLS == nil || *a.Redis.TLS != (RedisTLS{}) {
+				t.Fatalf("tls %+v", a.Redis.TLS)
+			}
+		}},
+		{name: "redis cluster", block: "redis {\n cluster n1:6379 n2:6379\n}", check: func(t *testing.T, a *App) {
+			if !reflect.DeepEqual(a.Redis.Cluster, []string{"n1:6379", "n2:6379"}) || a.Redis.Address != "" {
+				t.Fatalf("cluster %+v", a.Redis)
+			}
+		}},
+		{name: "redis sentinel", block: "redis {\n sentinel mymaster s1:26379 s2:26379\n sentinel_password {env.SP}\n}", check: func(t *testing.T, a *App) {
+			if r := a.Redis; r.MasterName != "mymaster" || !reflect.DeepEqual(r.Sentinels, []string{"s1:26379", "s2:26379"}) || r.SentinelPassword != "{env.SP}" {
+				t.Fatalf("sentinel %+v", r)
+			}
+		}},
+		{name: "redis no target", block: "redis {\n db 1\n}", wantErr: "an address, cluster nodes or a sentinel master is required"},
+		{name: "redis two targets", block: "redis r:6379 {\n cluster n1:6379\n}", wantErr: "give one of an address"},
+		{name: "redis cluster db", block: "redis {\n cluster n1:6379\n db 2\n}", wantErr: "db must be 0 with a Redis Cluster"},
+		{name: "redis sentinel without address", block: "redis {\n sentinel mymaster\n}", wantErr: "want <master name> <sentinel address>"},
+		{name: "redis tls cert without key", block: "redis r:6379 {\n tls {\n cert /a.pem\n }\n}", wantErr: "cert and key go together"},
+		{name: "redis tls unknown", block: "redis r:6379 {\n tls {\n verify off\n }\n}", wantErr: `unknown redis tls option "verify"`},
 		{name: "redis bad db", block: "redis r:6379 {\n db -1\n}", wantErr: "redis db must be a non-negative integer"},
-		{name: "redis unknown", block: "redis r:6379 {\n tls\n}", wantErr: `unknown redis option "tls"`},
+		{name: "redis unknown", block: "redis r:6379 {\n cluster_mode\n}", wantErr: `unknown redis option "cluster_mode"`},
 		{name: "unknown option", block: "budget 5", wantErr: `unknown llm option "budget"`},
 	}
 	for _, tc := range tests {

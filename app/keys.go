@@ -68,7 +68,10 @@ func (a *App) provisionKeys(ctx caddy.Context) error {
 	opts := keys.Options{Logger: a.logger.Named("keys"), Attach: identityOf}
 	backend := ""
 	if a.redis != nil {
-		opts.KV, opts.Redis, backend = kvstore.NewRedis(a.redis, 0), a.redis, "redis|"+a.redisKey
+		opts.KV, opts.Redis, backend = kvstore.NewRedis(a.redis, 0), a.redis, "redis|"+a.redisKey+"|"+a.RedisKeyPrefix()
+		if p := a.RedisKeyPrefix(); p != "" {
+			opts.Prefix = p + "llm_gateway/keys"
+		}
 	} else {
 		opts.KV, backend = a.storage, fmt.Sprintf("storage|%T|%+v", a.storage, a.storage)
 	}
@@ -77,28 +80,23 @@ func (a *App) provisionKeys(ctx caddy.Context) error {
 		return fmt.Errorf("keys: secret must be at least 32 bytes (is its placeholder set?)")
 	}
 	if len(secret) == 0 {
-		// Read from the store when it is first initialised: with Redis
-		// down the gateway still starts (Caddyfile keys work) and the
-		// store retries.
-		kvOpts := opts
-		opts.Secret = func(ctx context.Context) ([]byte, error) { return keys.LoadOrCreateSecret(ctx, kvOpts) }
-	} else {
-		h, err := keys.NewHasher(secret)
+		c, cancel := context.WithTimeout(ctx, 10*time.Second)
+		s, err := keys.LoadOrCreateSecret(c, opts)
+		cancel()
 		if err != nil {
-			return err
+			return fmt.Errorf("keys: loading the server secret: %v", err)
 		}
-		opts.Hasher = h
+		secret = s
 	}
+	h, err := keys.NewHasher(secret)
+	if err != nil {
+		return err
+	}
+	opts.Hasher = h
 	fingerprint := sha256.New()
 	fingerprint.Write([]byte(backend))
 	fingerprint.Write(secret)
-	encKey := repl.ReplaceAll(cfg.EncryptionKey, "")
-	if cfg.EncryptionKey != "" && encKey == "" {
-		// Like a virtual key's unset api_key: the gateway starts, and
-		// creating a virtual key through the API says what is missing.
-		a.logger.Warn("keys: encryption_key is empty (is its environment variable set?): virtual keys cannot be created through the API until it is set")
-	}
-	if encKey != "" {
+	if cfg.EncryptionKey != "" {
 		var raw [][]byte
 		for i, v := range append([]string{cfg.EncryptionKey}, cfg.PreviousEncryptionKeys...) {
 			k, err := keys.ParseEncryptionKey(repl.ReplaceAll(v, ""))
@@ -111,11 +109,9 @@ func (a *App) provisionKeys(ctx caddy.Context) error {
 			raw = append(raw, k)
 			fingerprint.Write(k)
 		}
-		sealer, err := keys.NewSealer(raw...)
-		if err != nil {
+		if opts.Sealer, err = keys.NewSealer(raw...); err != nil {
 			return err
 		}
-		opts.Sealer = sealer
 	}
 	poolKey := hex.EncodeToString(fingerprint.Sum(nil))
 	v, _, err := keyStores.LoadOrNew(poolKey, func() (caddy.Destructor, error) {
@@ -125,8 +121,8 @@ func (a *App) provisionKeys(ctx caddy.Context) error {
 		}
 		c, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := s.Init(c); err != nil {
-			a.logger.Warn("keys: the record store is unavailable; API keys are refused until it answers (Caddyfile keys work)", zap.Error(err))
+		if err := s.Load(c); err != nil {
+			return nil, err
 		}
 		s.Start()
 		return pooledStore{s}, nil

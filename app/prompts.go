@@ -50,7 +50,11 @@ func (a *App) provisionPrompts(ctx caddy.Context) error {
 	observe.AllowModels(models...)
 	var store prompts.Store = prompts.NewStorageStore(a.storage, "")
 	if a.redis != nil {
-		store = prompts.NewRedisStore(a.redis, "")
+		ns := ""
+		if p := a.RedisKeyPrefix(); p != "" {
+			ns = p + "llmgw:prompts"
+		}
+		store = prompts.NewRedisStore(a.redis, ns)
 	}
 	logger := ctx.Logger().Named("prompts")
 	reg, err := prompts.NewRegistry(files, prompts.Options{

@@ -31,6 +31,9 @@ type responsesState struct {
 func (a *App) provisionResponses() {
 	cfg := responses.StoreConfig{Retention: time.Duration(a.ResponsesRetention)}
 	if a.redis != nil {
+		if p := a.RedisKeyPrefix(); p != "" {
+			cfg.Prefix = p + "llm_gateway/responses"
+		}
 		a.responseStore = responses.NewStore(responses.NewRedisKV(a.redis, cfg.Retention), cfg)
 		return
 	}

@@ -68,7 +68,8 @@ const (
 // serves the answers any instance stored.
 func (a *App) provisionCaches() error {
 	if a.redis != nil {
-		a.sharedCache = shared.NewRedis(a.redis, shared.RedisOptions{Logger: a.logger, Now: Now})
+		a.sharedCache = shared.NewRedis(a.redis, shared.RedisOptions{Logger: a.logger, Now: Now,
+			Prefix: a.RedisKeyPrefix() + shared.DefaultPrefix})
 	}
 	sc := a.SemanticCache
 	if sc == nil {
