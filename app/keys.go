@@ -80,23 +80,28 @@ func (a *App) provisionKeys(ctx caddy.Context) error {
 		return fmt.Errorf("keys: secret must be at least 32 bytes (is its placeholder set?)")
 	}
 	if len(secret) == 0 {
-		c, cancel := context.WithTimeout(ctx, 10*time.Second)
-		s, err := keys.LoadOrCreateSecret(c, opts)
-		cancel()
+		// Read from the store when it is first initialised: with Redis
+		// down the gateway still starts (Caddyfile keys work) and the
+		// store retries.
+		kvOpts := opts
+		opts.Secret = func(ctx context.Context) ([]byte, error) { return keys.LoadOrCreateSecret(ctx, kvOpts) }
+	} else {
+		h, err := keys.NewHasher(secret)
 		if err != nil {
-			return fmt.Errorf("keys: loading the server secret: %v", err)
+			return err
 		}
-		secret = s
+		opts.Hasher = h
 	}
-	h, err := keys.NewHasher(secret)
-	if err != nil {
-		return err
-	}
-	opts.Hasher = h
 	fingerprint := sha256.New()
 	fingerprint.Write([]byte(backend))
 	fingerprint.Write(secret)
-	if cfg.EncryptionKey != "" {
+	encKey := repl.ReplaceAll(cfg.EncryptionKey, "")
+	if cfg.EncryptionKey != "" && encKey == "" {
+		// Like a virtual key's unset api_key: the gateway starts, and
+		// creating a virtual key through the API says what is missing.
+		a.logger.Warn("keys: encryption_key is empty (is its environment variable set?): virtual keys cannot be created through the API until it is set")
+	}
+	if encKey != "" {
 		var raw [][]byte
 		for i, v := range append([]string{cfg.EncryptionKey}, cfg.PreviousEncryptionKeys...) {
 			k, err := keys.ParseEncryptionKey(repl.ReplaceAll(v, ""))
@@ -109,9 +114,11 @@ func (a *App) provisionKeys(ctx caddy.Context) error {
 			raw = append(raw, k)
 			fingerprint.Write(k)
 		}
-		if opts.Sealer, err = keys.NewSealer(raw...); err != nil {
+		sealer, err := keys.NewSealer(raw...)
+		if err != nil {
 			return err
 		}
+		opts.Sealer = sealer
 	}
 	poolKey := hex.EncodeToString(fingerprint.Sum(nil))
 	v, _, err := keyStores.LoadOrNew(poolKey, func() (caddy.Destructor, error) {
@@ -121,8 +128,8 @@ func (a *App) provisionKeys(ctx caddy.Context) error {
 		}
 		c, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := s.Load(c); err != nil {
-			return nil, err
+		if err := s.Init(c); err != nil {
+			a.logger.Warn("keys: the record store is unavailable; API keys are refused until it answers (Caddyfile keys work)", zap.Error(err))
 		}
 		s.Start()
 		return pooledStore{s}, nil
