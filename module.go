@@ -21,6 +21,8 @@ import (
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/prompts/promptapi"
 	// The usage ledger's analytics, logs and usage APIs.
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/ledger/ledgerapi"
+	// The usage-limit (budget) API.
+	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/budgets/budgetapi"
 	// The llm_health liveness and readiness handler.
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/health"
 	// The llm_secrets log encoder and field filter mask credential headers

@@ -63,6 +63,8 @@ type App struct {
 	heldState
 	// ledgerState adds "ledger", the usage ledger (ledger.go).
 	ledgerState
+	// budgetState adds "budgets" and the usage limits (budgets.go).
+	budgetState
 	// keysState adds "keys" and the managed record store (keys.go).
 	keysState
 	// admissions holds the llm_ratelimit stages managed batch lines pass
@@ -152,6 +154,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	if err := a.provisionLedger(ctx); err != nil {
+		return err
+	}
+	if err := a.provisionBudgets(); err != nil {
 		return err
 	}
 	if err := observe.RegisterMetrics(ctx.GetMetricsRegistry()); err != nil {

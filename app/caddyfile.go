@@ -79,6 +79,11 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 //			retention <duration>   # default 90d
 //			queue     <n>          # records waiting for the writer
 //		}
+//		budgets {
+//			alert_webhook <url>     # POSTed once per limit, group and period
+//			alert_allow   <loopback | private | CIDR>...
+//			max_wait      <duration> # default 10s
+//		}
 //		redis [<host:port>] {
 //			cluster  <host:port>...              # Redis Cluster seed nodes, instead of the address
 //			sentinel <master> <host:port>...     # Redis Sentinel, instead of the address
@@ -157,6 +162,8 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = a.unmarshalRedis(d)
 		case "ledger":
 			err = a.unmarshalLedger(d)
+		case "budgets":
+			err = a.unmarshalBudgets(d)
 		case "keys":
 			err = a.unmarshalKeys(d)
 		default:

@@ -260,13 +260,15 @@ func (adm *Admission) Settle(ctx context.Context, e *observe.Entry) error {
 		if !known {
 			used = g.Reserved
 		}
-		adm.e.unpend(ctx, g)
+		// The charge is corrected before the reservation leaves the
+		// in-flight count, so a request refused meanwhile either sees the
+		// refund or sees this one in flight and waits.
 		if delta := policies.SettleDelta(g.Reserved, used, g.At, now, g.Period.window()); delta != 0 {
 			if err := adm.e.limiter.Adjust(ctx, g.Key, u.Limit(), g.Period.window(), delta); err != nil {
 				errs = append(errs, err)
-				continue
 			}
 		}
+		adm.e.unpend(ctx, g)
 		adm.e.checkAlert(ctx, g)
 	}
 	adm.Grants = nil
@@ -295,4 +297,14 @@ func (e *Enforcer) checkAlert(ctx context.Context, g *Grant) {
 		return
 	}
 	e.alerts.Fire(ctx, g, spent)
+}
+
+// Enabled reports whether any usage limit is active, so admission can
+// skip the work of describing a request when none is.
+func (e *Enforcer) Enabled(ctx context.Context) bool {
+	if e == nil {
+		return false
+	}
+	limits, err := e.source.Active(ctx)
+	return err != nil || len(limits) > 0
 }

@@ -92,13 +92,18 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, id *app.Identit
 			"the rate limiter is unavailable; try again later").WithCode("rate_limiter_unavailable"))
 		return nil, false
 	}
+	if v != nil {
+		setHeaders(w.Header(), v)
+		if v.refused != nil {
+			h.reject(w, r, v)
+			return nil, false
+		}
+	}
+	if !h.admitBudget(w, r, id, v) {
+		return nil, false
+	}
 	if v == nil {
 		return nil, true
-	}
-	setHeaders(w.Header(), v)
-	if v.refused != nil {
-		h.reject(w, r, v)
-		return nil, false
 	}
 	h.registerSettlement(r, v.grants)
 	return v, true

@@ -1,0 +1,128 @@
+package app
+
+import (
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/budgets"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/guardrails"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/kvstore"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/upstream"
+)
+
+// BudgetsConfig is the "budgets" option of the llm app: how usage limits
+// (created through /v1/policies/usage-limits) alert and wait.
+type BudgetsConfig struct {
+	// AlertWebhook receives a POST when a limit's spend first reaches its
+	// alert_threshold in a period (once per limit, group and period
+	// across the cluster). Give a token in it as an {env.VAR}
+	// placeholder.
+	AlertWebhook string `json:"alert_webhook,omitempty"`
+	// AlertAllow lets the webhook reach addresses the egress guard
+	// refuses by default (custom_host_allow's vocabulary: loopback,
+	// private, CIDRs).
+	AlertAllow []string `json:"alert_allow,omitempty"`
+	// MaxWait is how long a request on a spent budget waits for requests
+	// in flight on it to settle before it is refused (default 10s).
+	MaxWait caddy.Duration `json:"max_wait,omitempty"`
+}
+
+// budgetState is the app's part of usage limits.
+type budgetState struct {
+	// Budgets configures usage-limit alerts and waiting.
+	Budgets *BudgetsConfig `json:"budgets,omitempty"`
+
+	budgetStore *budgets.Store
+	budgets     *budgets.Enforcer
+	alerter     *budgets.Alerter
+}
+
+// provisionBudgets opens the usage-limit store (Redis when configured, so
+// every instance enforces every limit, else Caddy's storage) and the
+// enforcer counting in the app's limiter. It runs after provisionShared.
+func (a *App) provisionBudgets() error {
+	var kv kvstore.KV = a.storage
+	var once budgets.Once = budgets.NewMemoryOnce(nil)
+	if a.redis != nil {
+		kv = kvstore.NewRedis(a.redis, 0)
+		once = budgets.RedisOnce{Client: a.redis}
+	}
+	a.budgetStore = budgets.NewStore(kv, nil)
+	cfg := BudgetsConfig{}
+	if a.Budgets != nil {
+		cfg = *a.Budgets
+	}
+	if cfg.MaxWait < 0 {
+		return fmt.Errorf("budgets: max_wait must not be negative")
+	}
+	if cfg.AlertWebhook != "" {
+		hook := caddy.NewReplacer().ReplaceAll(cfg.AlertWebhook, "")
+		if u, err := url.Parse(hook); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return fmt.Errorf("budgets: alert_webhook must be an http(s) URL")
+		}
+		guard, err := upstream.NewGuard(cfg.AlertAllow)
+		if err != nil {
+			return fmt.Errorf("budgets: alert_allow: %v", err)
+		}
+		client := guardrails.NewEgressClient(guard)
+		client.Timeout = budgets.AlertTimeout
+		a.alerter = budgets.NewAlerter(hook, client, once, a.logger.Named("budgets"))
+	}
+	a.budgets = budgets.NewEnforcer(a.limiter, a.budgetStore, a.alerter, nil)
+	if cfg.MaxWait > 0 {
+		a.budgets.MaxWait = time.Duration(cfg.MaxWait)
+	}
+	return nil
+}
+
+// BudgetEnforcer returns the usage-limit enforcer (the rate limiter's
+// admission reserves on it).
+func (a *App) BudgetEnforcer() *budgets.Enforcer { return a.budgets }
+
+// BudgetStore returns the usage-limit store (the usage-limits API).
+func (a *App) BudgetStore() *budgets.Store { return a.budgetStore }
+
+// unmarshalBudgets parses
+//
+//	budgets {
+//		alert_webhook <url>
+//		alert_allow   <loopback | private | CIDR>...
+//		max_wait      <duration>
+//	}
+func (a *App) unmarshalBudgets(d *caddyfile.Dispenser) error {
+	cfg := &BudgetsConfig{}
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(1) {
+		switch name := d.Val(); name {
+		case "alert_webhook":
+			if !d.Args(&cfg.AlertWebhook) || d.NextArg() {
+				return d.ArgErr()
+			}
+		case "alert_allow":
+			cfg.AlertAllow = append(cfg.AlertAllow, d.RemainingArgs()...)
+			if len(cfg.AlertAllow) == 0 {
+				return d.ArgErr()
+			}
+		case "max_wait":
+			var v string
+			if !d.Args(&v) || d.NextArg() {
+				return d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(v)
+			if err != nil || dur < 0 {
+				return d.Errf("budgets max_wait must be a duration")
+			}
+			cfg.MaxWait = caddy.Duration(dur)
+		default:
+			return d.Errf("unknown budgets option %q", name)
+		}
+	}
+	a.Budgets = cfg
+	return nil
+}

@@ -1,0 +1,195 @@
+// Package budgetapi serves the usage limits (budgets) at
+// /v1/policies/usage-limits in the reference's shape. A key sees and
+// changes only its own workspace's limits (an organisation key: its
+// organisation's, naming the workspace in the body).
+package budgetapi
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/budgets"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
+)
+
+const (
+	owned      = "/v1/policies/"
+	collection = "/v1/policies/usage-limits"
+	item       = collection + "/{id}"
+)
+
+func init() {
+	controlplane.Handle("POST "+collection, owned, handle(create))
+	controlplane.Handle("GET "+collection, owned, handle(list))
+	controlplane.Handle("GET "+item, owned, handle(get))
+	controlplane.Handle("PUT "+item, owned, handle(update))
+	controlplane.Handle("DELETE "+item, owned, handle(remove))
+}
+
+type call struct {
+	r     *http.Request
+	id    *app.Identity
+	store *budgets.Store
+	body  []byte
+}
+
+func handle(fn func(*call) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		cp := controlplane.From(r)
+		if cp == nil || cp.Identity == nil || cp.App.BudgetStore() == nil {
+			apierror.Write(w, apierror.New(http.StatusUnauthorized, apierror.TypeAuthentication, "a gateway API key is required"))
+			return
+		}
+		v, err := fn(&call{r: r, id: cp.Identity, store: cp.App.BudgetStore(), body: cp.Body})
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(b)
+	}
+}
+
+func writeErr(w http.ResponseWriter, err error) {
+	var (
+		fe *policies.FieldError
+		ae *apierror.Error
+	)
+	switch {
+	case errors.As(err, &ae):
+		apierror.Write(w, ae)
+	case errors.As(err, &fe):
+		apierror.Write(w, apierror.BadRequest(fe.Field, "%s", fe.Error()))
+	case errors.Is(err, budgets.ErrNotFound):
+		apierror.Write(w, apierror.New(http.StatusNotFound, apierror.TypeNotFound, "no such usage limit").WithCode("policy_not_found"))
+	case errors.Is(err, budgets.ErrTooMany):
+		apierror.Write(w, apierror.New(http.StatusConflict, apierror.TypeInvalidRequest, "too many usage limits (at most 1000)"))
+	default:
+		caddy.Log().Named("llm.budgets").Error("usage limit store failed", zap.Error(err))
+		apierror.Write(w, apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable, "the usage limit store is unavailable; try again later"))
+	}
+}
+
+// scope fills the limit's workspace and organisation from the key: a
+// workspace key's own; an organisation key may name a workspace.
+func (c *call) scope(u *budgets.UsageLimit) error {
+	id := c.id
+	switch u.OrganisationID {
+	case "", id.OrganisationID:
+		u.OrganisationID = id.OrganisationID
+	default:
+		return &policies.FieldError{Field: "organisation_id", Message: "must be the gateway key's organisation"}
+	}
+	switch {
+	case u.WorkspaceID == "":
+		u.WorkspaceID = id.WorkspaceID
+	case u.WorkspaceID == id.WorkspaceID, id.Type == keys.TypeOrganisation:
+	default:
+		return &policies.FieldError{Field: "workspace_id", Message: "must be the gateway key's workspace"}
+	}
+	return nil
+}
+
+// visible reports whether the caller may see u.
+func (c *call) visible(u *budgets.UsageLimit) bool {
+	return c.id.Manages(u.OrganisationID, u.WorkspaceID)
+}
+
+func create(c *call) (any, error) {
+	u, err := budgets.Parse(c.body)
+	if err != nil {
+		return nil, err
+	}
+	u.ID, u.Status = "", ""
+	if err := c.scope(u); err != nil {
+		return nil, err
+	}
+	if err := u.Prepare(); err != nil {
+		return nil, err
+	}
+	if err := c.store.Create(c.r.Context(), u); err != nil {
+		return nil, err
+	}
+	return map[string]string{"id": u.ID, "object": budgets.ObjectUsageLimits}, nil
+}
+
+func list(c *call) (any, error) {
+	ws := c.id.WorkspaceID
+	if c.id.Type == keys.TypeOrganisation {
+		ws = c.r.URL.Query().Get("workspace_id")
+	}
+	out, err := c.store.List(c.r.Context(), ws, c.id.OrganisationID)
+	if err != nil {
+		return nil, err
+	}
+	if out == nil {
+		out = []*budgets.UsageLimit{}
+	}
+	return map[string]any{"object": "list", "total": len(out), "data": out}, nil
+}
+
+func (c *call) lookup() (*budgets.UsageLimit, error) {
+	u, err := c.store.Get(c.r.Context(), c.r.PathValue("id"))
+	if err != nil {
+		return nil, err
+	}
+	if !c.visible(u) {
+		return nil, budgets.ErrNotFound
+	}
+	return u, nil
+}
+
+func get(c *call) (any, error) { return c.lookup() }
+
+// update replaces the limit's settings; its id, scope and creation time
+// stay. The counters are keyed by the limit's id and group_by, so a new
+// credit_limit applies to what the period already spent, and a new
+// group_by starts new counters.
+func update(c *call) (any, error) {
+	old, err := c.lookup()
+	if err != nil {
+		return nil, err
+	}
+	u, err := budgets.Parse(c.body)
+	if err != nil {
+		return nil, err
+	}
+	u.ID, u.WorkspaceID, u.OrganisationID, u.CreatedAt = old.ID, old.WorkspaceID, old.OrganisationID, old.CreatedAt
+	if u.Status == "" {
+		u.Status = old.Status
+	}
+	if u.Status != policies.StatusActive && u.Status != policies.StatusArchived {
+		return nil, &policies.FieldError{Field: "status", Message: "must be active or archived"}
+	}
+	if err := u.Prepare(); err != nil {
+		return nil, err
+	}
+	if err := c.store.Put(c.r.Context(), u); err != nil {
+		return nil, err
+	}
+	return map[string]string{"id": u.ID, "object": budgets.ObjectUsageLimits}, nil
+}
+
+func remove(c *call) (any, error) {
+	u, err := c.lookup()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.store.Delete(c.r.Context(), u.ID); err != nil {
+		return nil, err
+	}
+	return map[string]any{"id": u.ID, "object": budgets.ObjectUsageLimits, "deleted": true}, nil
+}
