@@ -7,7 +7,6 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/oaiwire"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
@@ -45,6 +44,10 @@ type StreamWriter struct {
 	stop    string
 	usage   *providers.Usage
 	err     error
+	// cur holds the chunk being read; onChunk, onChoice, onDelta and
+	// onTool fill it.
+	cur                                chunkFields
+	onChunk, onChoice, onDelta, onTool func(k, v gjson.Result) bool
 }
 
 // NewStreamWriter returns a writer translating a chat stream for a
@@ -52,6 +55,7 @@ type StreamWriter struct {
 func NewStreamWriter(dst io.Writer, model string) *StreamWriter {
 	s := &StreamWriter{dst: dst, model: model, open: -1, out: make([]byte, 0, 512)}
 	s.each = s.event
+	s.onChunk, s.onChoice, s.onDelta, s.onTool = s.chunkMember, s.choiceMember, s.deltaMember, s.toolMember
 	return s
 }
 
@@ -108,32 +112,18 @@ func (s *StreamWriter) event(_, data []byte) bool {
 		s.end()
 		return false
 	}
-	if jsonlimit.Check(data) != nil {
-		s.fail(TypeAPI, "the provider's stream sent an invalid event")
-		return false
-	}
-	// One pass over the chunk's members, and one over its first
-	// choice's and delta's: a chunk is read once, not once per field.
-	var id, model, choice, errv, usage gjson.Result
-	gjson.ParseBytes(data).ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "id":
-			id = v
-		case "model":
-			model = v
-		case "choices":
-			choice = v.Get("0")
-		case "usage":
-			usage = v
-		case "error":
-			errv = v
-		}
-		return true
-	})
-	if errv.Exists() {
-		msg := errv.Get("message").String()
-		if errv.Type == gjson.String {
-			msg = errv.String()
+	// gjson walks without recursion and stops at malformed JSON, so a
+	// hostile chunk costs one pass and gives empty values. One pass over
+	// the chunk's members, then its first choice's and delta's: a chunk
+	// is read once, not once per field, into s.cur through funcs bound
+	// once (a closure per chunk would allocate).
+	s.cur = chunkFields{}
+	gjson.ParseBytes(data).ForEach(s.onChunk)
+	c := &s.cur
+	if c.err.Exists() {
+		msg := c.err.Get("message").String()
+		if c.err.Type == gjson.String {
+			msg = c.err.String()
 		}
 		if msg == "" {
 			msg = "the provider's stream failed"
@@ -142,53 +132,80 @@ func (s *StreamWriter) event(_, data []byte) bool {
 		return false
 	}
 	if !s.started {
-		s.start(id.String(), model.String())
+		s.start(c.id.String(), c.model.String())
 	}
-	if usage.IsObject() {
-		s.usage = chatUsage([]byte(usage.Raw))
+	if c.usage.IsObject() {
+		s.usage = chatUsage([]byte(c.usage.Raw))
 	}
-	if !choice.IsObject() {
+	if !c.choice.IsObject() {
 		return true
 	}
-	var delta, finish gjson.Result
-	choice.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "delta":
-			delta = v
-		case "finish_reason":
-			finish = v
+	c.choice.ForEach(s.onChoice)
+	c.delta.ForEach(s.onDelta)
+	if c.reasoning.Str != "" {
+		s.textDelta("thinking", c.reasoning.Str)
+	}
+	if c.content.Type == gjson.String && c.content.Str != "" {
+		s.textDelta("text", c.content.Str)
+	}
+	if c.tools.IsArray() {
+		c.tools.ForEach(s.onTool)
+	}
+	if c.finish.Type == gjson.String && c.finish.Str != "" {
+		s.stop = StopReason(c.finish.Str)
+	}
+	return true
+}
+
+// chunkFields are the members of one chat chunk the writer reads.
+type chunkFields struct {
+	id, model, choice, err, usage gjson.Result
+	delta, finish                 gjson.Result
+	content, reasoning, tools     gjson.Result
+}
+
+func (s *StreamWriter) chunkMember(k, v gjson.Result) bool {
+	switch k.Str {
+	case "id":
+		s.cur.id = v
+	case "model":
+		s.cur.model = v
+	case "choices":
+		s.cur.choice = v.Get("0")
+	case "usage":
+		s.cur.usage = v
+	case "error":
+		s.cur.err = v
+	}
+	return true
+}
+
+func (s *StreamWriter) choiceMember(k, v gjson.Result) bool {
+	switch k.Str {
+	case "delta":
+		s.cur.delta = v
+	case "finish_reason":
+		s.cur.finish = v
+	}
+	return true
+}
+
+func (s *StreamWriter) deltaMember(k, v gjson.Result) bool {
+	switch k.Str {
+	case "content":
+		s.cur.content = v
+	case "reasoning_content", "reasoning":
+		if v.Type == gjson.String && v.Str != "" {
+			s.cur.reasoning = v
 		}
-		return true
-	})
-	var content, reasoning, tools gjson.Result
-	delta.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "content":
-			content = v
-		case "reasoning_content", "reasoning":
-			if v.Type == gjson.String && v.Str != "" {
-				reasoning = v
-			}
-		case "tool_calls":
-			tools = v
-		}
-		return true
-	})
-	if reasoning.Str != "" {
-		s.textDelta("thinking", reasoning.Str)
+	case "tool_calls":
+		s.cur.tools = v
 	}
-	if content.Type == gjson.String && content.Str != "" {
-		s.textDelta("text", content.Str)
-	}
-	if tools.IsArray() {
-		tools.ForEach(func(_, v gjson.Result) bool {
-			s.toolDelta(v)
-			return true
-		})
-	}
-	if finish.Type == gjson.String && finish.Str != "" {
-		s.stop = StopReason(finish.Str)
-	}
+	return true
+}
+
+func (s *StreamWriter) toolMember(_, v gjson.Result) bool {
+	s.toolDelta(v)
 	return true
 }
 

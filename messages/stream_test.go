@@ -146,3 +146,23 @@ func TestStreamWriter(t *testing.T) {
 		})
 	}
 }
+
+// FuzzStreamWriter: whatever a chat stream holds, the writer ends the
+// client's stream with message_stop or an error event, never panics.
+func FuzzStreamWriter(f *testing.F) {
+	f.Add([]byte(chatSSE(`{"id":"c","choices":[{"delta":{"content":"Hi","tool_calls":[{"index":0,"id":"t","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"stop"}]}`, `[DONE]`)))
+	f.Add([]byte("data: {\"error\":\"boom\"}\n\n"))
+	f.Add([]byte("data: [[[[[[\n\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var out bytes.Buffer
+		s := NewStreamWriter(&out, "m")
+		_, _ = s.Write(in)
+		if err := s.Close(nil); err != nil {
+			t.Fatal(err)
+		}
+		got := out.String()
+		if !strings.HasSuffix(got, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n") && !strings.Contains(got, "event: error\n") {
+			t.Fatalf("stream ends neither with message_stop nor an error: %q", got)
+		}
+	})
+}
