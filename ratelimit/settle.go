@@ -6,7 +6,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/budgets"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
@@ -80,33 +80,12 @@ func estimateParts(body []byte, size int64) (prompt, out int64) {
 // in order of precedence, then the number of choices.
 var estimateFields = [4]string{"max_completion_tokens", "max_tokens", "max_output_tokens", "n"}
 
-// usedTokens is what a finished request is charged on token policies, and
-// false when the outcome does not say:
-//
-//   - the provider's usage when it reported one: prompt plus completion
-//     tokens (cached prompt tokens included, reasoning tokens being part of
-//     completion tokens), or the reported total when it is larger
-//     (embeddings report only prompt and total);
-//   - nothing for an answer from the gateway's cache, which used no
-//     provider tokens, and for a failed request (not 2xx) without usage;
-//   - unknown (false) for a successful answer without usage (a provider
-//     that reports none, or a stream the client left before its usage
-//     chunk): the reservation is then kept as the charge, since tokens
-//     were spent but their number is not known.
-func usedTokens(e *observe.Entry) (int64, bool) {
-	if e == nil {
-		return 0, false
-	}
-	if cache.IsHit(e.CacheState) {
-		return 0, true
-	}
-	if e.Usage == nil {
-		return 0, e.Status < 200 || e.Status > 299
-	}
-	u := e.Usage
-	used := max(u.PromptTokens, 0) + max(u.CompletionTokens, 0)
-	return min(max(used, u.TotalTokens), maxEstimate), true
-}
+// usedTokens is what a finished request is charged on token policies,
+// and false when the outcome does not say (budgets.UsedTokens, which
+// usage limits settle with too): the provider's usage, nothing for a
+// cache hit or a failed request without usage, unknown for a success
+// without usage (the reservation is then kept as the charge).
+func usedTokens(e *observe.Entry) (int64, bool) { return budgets.UsedTokens(e) }
 
 // settleTimeout bounds the settlement's limiter calls, which run after the
 // answer was written but before the handler returns.

@@ -1,10 +1,9 @@
 package ratelimit
 
 import (
-	"math"
 	"strings"
 
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/budgets"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/cost"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
@@ -112,37 +111,11 @@ func (h *Handler) reserveSpend(q *request, p *policies.Policy) int64 {
 	return microUSD(r.price.Estimate(r.prompt, h.output(r, p)))
 }
 
-// microUSD converts dollars to whole micro-dollars, rounding up so that a
-// request costing a fraction of a micro-dollar still counts, and bounded
-// like every counter.
-func microUSD(usd float64) int64 {
-	if !(usd > 0) {
-		return 0
-	}
-	m := math.Ceil(usd * policies.MicroUSD)
-	if m > float64(maxEstimate) {
-		return maxEstimate
-	}
-	return int64(m)
-}
+// microUSD converts dollars to whole micro-dollars, rounding up (the
+// one conversion, shared with usage limits: budgets.MicroUSD).
+func microUSD(usd float64) int64 { return budgets.MicroUSD(usd) }
 
 // usedMicroUSD is what a finished request is charged on cost policies,
-// and false when the outcome does not say: nothing for a cache hit or a
-// failed request without usage; the computed cost when the model's price
-// is known; unknown otherwise (no usage on a success, or no price), in
-// which case the reservation stands.
-func usedMicroUSD(e *observe.Entry) (int64, bool) {
-	if e == nil {
-		return 0, false
-	}
-	if cache.IsHit(e.CacheState) {
-		return 0, true
-	}
-	if e.Usage == nil {
-		return 0, e.Status < 200 || e.Status > 299
-	}
-	if !e.CostKnown {
-		return 0, false
-	}
-	return microUSD(e.CostUSD), true
-}
+// and false when the outcome does not say (budgets.UsedMicroUSD, which
+// usage limits settle with too).
+func usedMicroUSD(e *observe.Entry) (int64, bool) { return budgets.UsedMicroUSD(e) }
