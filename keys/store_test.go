@@ -281,3 +281,37 @@ func waitFor(t *testing.T, s *Store, key string, want Result) {
 	}
 	t.Fatalf("the other store never saw %v", want)
 }
+
+// TestNotReady: a store whose KV does not answer at start refuses every
+// key and write until Init succeeds, then serves the records.
+func TestNotReady(t *testing.T) {
+	kv, _ := fileKV(t)
+	ready := newTestStore(t, kv, nil)
+	key, err := ready.CreateAPIKey(context.Background(), &APIKey{Name: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := true
+	s, _ := New(Options{KV: kv, Secret: func(ctx context.Context) ([]byte, error) {
+		if down {
+			return nil, fmt.Errorf("connection refused")
+		}
+		return testSecret, nil
+	}})
+	if err := s.Init(context.Background()); err == nil || s.Ready() {
+		t.Fatal("Init succeeded without its KV")
+	}
+	if _, _, res := s.Lookup(key); res != Unknown {
+		t.Fatalf("Lookup before Init: %v", res)
+	}
+	if _, err := s.CreateAPIKey(context.Background(), &APIKey{Name: "b"}); err != ErrNotReady {
+		t.Fatalf("write before Init: %v", err)
+	}
+	down = false
+	if err := s.Init(context.Background()); err != nil || !s.Ready() {
+		t.Fatal(err)
+	}
+	if _, _, res := s.Lookup(key); res != Valid {
+		t.Fatalf("Lookup after Init: %v", res)
+	}
+}
