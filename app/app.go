@@ -78,6 +78,8 @@ type App struct {
 	storage     certmagic.Storage
 	redis       redis.UniversalClient
 	redisKey    string
+	// probe is CheckStore's memory of whether Redis answers.
+	probe       *storeProbe
 	policyStore policies.CachedStore
 	limiter     policies.Limiter
 	limiterKey  string

@@ -188,6 +188,7 @@ func (a *App) provisionRedis() error {
 	}
 	a.redisKey = key
 	a.redis = v.(redisClient).UniversalClient
+	a.probe = new(storeProbe)
 	return nil
 }
 

@@ -27,6 +27,9 @@ type responsesAdapter struct {
 	r    *responses.Request
 	// items is the conversation ToChat sent, for truncation "auto".
 	items []responses.Item
+	// check is app.CheckStore: a Response to store is refused before the
+	// provider call while the store is down, rather than billed and lost.
+	check func(ctx context.Context, what string) *apierror.Error
 }
 
 // responsesAdapter parses and bounds-checks the Responses create body of
@@ -36,7 +39,8 @@ func (g *Gateway) responsesAdapter(_ *http.Request, q *Request) (*responsesAdapt
 	if err != nil {
 		return nil, err
 	}
-	return &responsesAdapter{store: g.app.ResponseStore(), ws: q.Identity.WorkspaceID, body: q.Call.Body, r: r}, nil
+	return &responsesAdapter{store: g.app.ResponseStore(), ws: q.Identity.WorkspaceID, body: q.Call.Body, r: r,
+		check: g.app.CheckStore}, nil
 }
 
 // Native implements FormatAdapter.
@@ -54,6 +58,11 @@ func (a *responsesAdapter) ToChat(ctx context.Context, body []byte) ([]byte, err
 			return nil, err
 		}
 		a.body, a.r = body, r
+	}
+	if a.r.Stored() && a.check != nil {
+		if e := a.check(ctx, "the response"); e != nil {
+			return nil, e
+		}
 	}
 	// The replay is bounded (responses.DefaultMaxReplay): a long stored
 	// conversation is a 400 here, not copies of it held per request.
