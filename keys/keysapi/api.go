@@ -207,6 +207,8 @@ const (
 	maxPage        = 1000
 	maxIdemKey     = 255
 	maxGrace       = 30 * 24 * time.Hour
+	maxConfigBytes = 256 << 10
+	maxVKBytes     = 64 << 10
 )
 
 func text(m map[string]json.RawMessage, name string, max int, into *string) (bool, error) {

@@ -67,6 +67,9 @@ func (c *call) configBody(m map[string]json.RawMessage, ws string) (json.RawMess
 		raw = json.RawMessage(s)
 	}
 	raw = bytes.TrimSpace(raw)
+	if len(raw) > maxConfigBytes {
+		return nil, apierror.BadRequest("config", "config must be at most %d bytes", maxConfigBytes)
+	}
 	if len(raw) == 0 || raw[0] != '{' {
 		return nil, apierror.BadRequest("config", "config must be a JSON object")
 	}

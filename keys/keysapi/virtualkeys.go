@@ -78,6 +78,13 @@ var vkAliases = map[string]string{
 // settings merges the provider settings members of m into s, strictly:
 // an unknown member is a 400 naming it.
 func settings(m map[string]json.RawMessage, s *providers.Settings) error {
+	size := 0
+	for _, v := range m {
+		size += len(v)
+	}
+	if size > maxVKBytes {
+		return apierror.BadRequest("", "a virtual key's settings must be at most %d bytes", maxVKBytes)
+	}
 	fields := map[string]json.RawMessage{}
 	for k, v := range m {
 		if slices.Contains(vkMeta, k) || k == "id" {

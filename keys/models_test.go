@@ -1,0 +1,33 @@
+package keys
+
+import "testing"
+
+func TestModelAllowedAndFilter(t *testing.T) {
+	tests := []struct {
+		patterns []string
+		model    string
+		want     bool
+	}{
+		{nil, "o3", true},
+		{[]string{"gpt-4o*"}, "gpt-4o-mini", true},
+		{[]string{"gpt-4o*"}, "gpt-4o", true},
+		{[]string{"gpt-4o*"}, "o3", false},
+		{[]string{"gpt-4o*", "o3"}, "o3", true},
+		{[]string{"claude-?-haiku"}, "claude-3-haiku", true},
+		{[]string{"[bad"}, "[bad", false},
+	}
+	for _, tt := range tests {
+		if got := ModelAllowed(tt.patterns, tt.model); got != tt.want {
+			t.Errorf("ModelAllowed(%v, %q) = %v", tt.patterns, tt.model, got)
+		}
+	}
+	in := `{"object":"list","data":[{"id":"gpt-4o-mini","object":"model"},{"id":"o3","object":"model"}]}`
+	if got := string(FilterModelList([]byte(in), []string{"gpt-4o*"})); got != `{"data":[{"id":"gpt-4o-mini","object":"model"}],"object":"list"}` {
+		t.Fatalf("filtered: %s", got)
+	}
+	for _, body := range []string{"not json", `{"data":5}`, `[]`} {
+		if got := string(FilterModelList([]byte(body), []string{"x"})); got != body {
+			t.Errorf("%s changed to %s", body, got)
+		}
+	}
+}
