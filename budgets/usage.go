@@ -2,6 +2,7 @@ package budgets
 
 import (
 	"math"
+	"strconv"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
@@ -63,4 +64,9 @@ func UsedTokens(e *observe.Entry) (int64, bool) {
 	u := e.Usage
 	used := max(u.PromptTokens, 0) + max(u.CompletionTokens, 0)
 	return min(max(used, u.TotalTokens), maxUnits), true
+}
+
+// formatFloat formats v without exponent or trailing zeros.
+func formatFloat(v float64) string {
+	return strconv.FormatFloat(v, 'f', -1, 64)
 }

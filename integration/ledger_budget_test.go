@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -30,6 +31,10 @@ func TestBudgetEndToEnd(t *testing.T) {
 			break
 		}
 		ok++
+		if last.Header.Get("X-Gateway-Budget-Policy") != id || last.Header.Get("X-Gateway-Budget-Remaining") == "" ||
+			last.Header.Get("X-Gateway-Budget-Reset") == "" {
+			t.Errorf("request %d: budget headers %v", i, last.Header)
+		}
 	}
 	if ok != 5 || last.StatusCode != http.StatusPreconditionFailed || last.Header.Get("x-gateway-error") != "true" {
 		t.Fatalf("%d requests passed, then %d %s; want 5 then 412", ok, last.StatusCode, raw)
@@ -40,6 +45,22 @@ func TestBudgetEndToEnd(t *testing.T) {
 	}
 	if errField(env, "code") != "budget_exceeded" {
 		t.Errorf("refusal code %q, want budget_exceeded", errField(env, "code"))
+	}
+	// The key's own view: the limit is spent, and resets at the start
+	// of next month in Amsterdam.
+	var me struct {
+		UsageLimits []struct {
+			PolicyID  string  `json:"policy_id"`
+			Used      float64 `json:"used"`
+			Remaining float64 `json:"remaining"`
+			PeriodEnd string  `json:"period_end"`
+		} `json:"usage_limits"`
+	}
+	resp, raw := rawDo(t, gatewayURL(), http.MethodGet, "/usage/me", nil, "x-gateway-api-key", gatewayKey)
+	if err := json.Unmarshal(raw, &me); err != nil || resp.StatusCode != 200 || len(me.UsageLimits) != 1 ||
+		me.UsageLimits[0].PolicyID != id || me.UsageLimits[0].Remaining != 0 || me.UsageLimits[0].Used < 0.00002 ||
+		!strings.HasSuffix(me.UsageLimits[0].PeriodEnd, "+02:00") && !strings.HasSuffix(me.UsageLimits[0].PeriodEnd, "+01:00") {
+		t.Errorf("usage/me: %d %s", resp.StatusCode, raw)
 	}
 	if resp, raw := rlChat(t, gatewayURL(), rlOtherKey, up.URL, ""); resp.StatusCode != 200 {
 		t.Errorf("another workspace's key: %d %s", resp.StatusCode, raw)

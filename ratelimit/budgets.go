@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -14,6 +15,15 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/prompts"
+)
+
+// Response headers of a request a usage limit applied to: the remaining
+// budget of the limit with the least left (in dollars or tokens), its id
+// and when its period resets.
+const (
+	hdrBudgetRemaining = "x-gateway-budget-remaining"
+	hdrBudgetPolicy    = "x-gateway-budget-policy"
+	hdrBudgetReset     = "x-gateway-budget-reset"
 )
 
 // budgeter is what the app offers for usage limits (package budgets):
@@ -78,6 +88,16 @@ func (h *Handler) admitBudget(w http.ResponseWriter, r *http.Request, id *app.Id
 			zap.String("workspace_id", id.WorkspaceID), zap.String("reason", refusal.Message))
 		apierror.Write(w, refusal)
 		return false
+	}
+	if g := adm.Binding(); g != nil {
+		// The binding limit's remaining budget, so a client can see it
+		// run out before its 412.
+		hdr := w.Header()
+		hdr.Set(hdrBudgetRemaining, g.RemainingText())
+		hdr.Set(hdrBudgetPolicy, g.Limit.ID)
+		if !g.Period.End.IsZero() {
+			hdr.Set(hdrBudgetReset, g.Period.End.UTC().Format(time.RFC3339))
+		}
 	}
 	if adm != nil {
 		sctx := context.WithoutCancel(ctx)

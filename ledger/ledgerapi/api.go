@@ -57,15 +57,20 @@ type handler func(c *call) (any, error)
 
 // call is one API request.
 type call struct {
-	r  *http.Request
-	id *app.Identity
+	r   *http.Request
+	id  *app.Identity
+	app *app.App
+	// db is nil only for APIs that answer without a ledger (usage/me).
 	db *ledger.DB
 	q  url.Values
 }
 
 // handle adapts h to the control plane: it checks the caller's scope and
 // that a ledger is configured, and writes h's answer.
-func handle(scope string, h handler) http.HandlerFunc {
+func handle(scope string, h handler) http.HandlerFunc { return serve(scope, true, h) }
+
+// serve is handle; needsDB false lets h answer without a ledger.
+func serve(scope string, needsDB bool, h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		cp := controlplane.From(r)
 		if cp == nil || cp.Identity == nil {
@@ -78,14 +83,14 @@ func handle(scope string, h handler) http.HandlerFunc {
 			return
 		}
 		db := cp.App.LedgerDB()
-		if db == nil {
+		if db == nil && needsDB {
 			apierror.Write(w, apierror.New(http.StatusNotFound, apierror.TypeNotFound,
 				"the usage ledger is not configured: add the ledger option to the llm app").WithCode("ledger_not_configured"))
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 		defer cancel()
-		c := &call{r: r.WithContext(ctx), id: cp.Identity, db: db, q: r.URL.Query()}
+		c := &call{r: r.WithContext(ctx), id: cp.Identity, app: cp.App, db: db, q: r.URL.Query()}
 		v, err := h(c)
 		if err != nil {
 			writeErr(w, err)

@@ -6,14 +6,16 @@ import (
 	"time"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/budgets"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ledger"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 )
 
 func init() {
 	controlplane.Handle("GET /v1/logs", logsOwned, handle(scopeLogs, listLogs))
 	controlplane.Handle("GET /v1/logs/{id}", logsOwned, handle(scopeLogs, getLog))
-	controlplane.Handle("GET /v1/usage/me", usageOwned, handle("", usageMe))
+	controlplane.Handle("GET /v1/usage/me", usageOwned, serve("", false, usageMe))
 }
 
 // logObject is one ledger record as the logs API shows it.
@@ -91,14 +93,28 @@ type usagePeriod struct {
 }
 
 // usageMe answers GET /v1/usage/me: what the calling key spent today and
-// this month (UTC calendar periods), from the ledger. It needs no scope:
-// a key may always see its own usage.
+// this month (UTC calendar periods) from the ledger, when one is
+// configured, and where each usage limit on the key stands (used,
+// remaining, period). It needs no scope: a key may always see its own
+// usage.
 func usageMe(c *call) (any, error) {
+	out := map[string]any{"object": "usage", "api_key": c.id.Name, "workspace_id": c.id.WorkspaceID,
+		"organisation_id": c.id.OrganisationID}
+	limits, err := c.app.BudgetEnforcer().Statuses(c.r.Context(), &policies.Attributes{
+		WorkspaceID: c.id.WorkspaceID, OrganisationID: c.id.OrganisationID, APIKey: c.id.Name})
+	if err != nil {
+		return nil, err
+	}
+	if limits == nil {
+		limits = []budgets.Status{}
+	}
+	out["usage_limits"] = limits
+	if c.db == nil {
+		return out, nil
+	}
 	now := time.Now().UTC()
 	day := now.Truncate(24 * time.Hour)
 	month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
-	out := map[string]any{"object": "usage", "api_key": c.id.Name, "workspace_id": c.id.WorkspaceID,
-		"organisation_id": c.id.OrganisationID}
 	for _, p := range []struct {
 		name     string
 		from, to time.Time

@@ -1,0 +1,89 @@
+package budgets
+
+import (
+	"context"
+	"time"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
+)
+
+// Status is where one usage limit stands for one group, as the usage API
+// and the response headers show it.
+type Status struct {
+	PolicyID    string   `json:"policy_id"`
+	Name        *string  `json:"name"`
+	Type        string   `json:"type"`
+	CreditLimit float64  `json:"credit_limit"`
+	Used        float64  `json:"used"`
+	Remaining   float64  `json:"remaining"`
+	Alert       *float64 `json:"alert_threshold"`
+	Reset       string   `json:"periodic_reset"`
+	// PeriodStart and PeriodEnd bound the current period (empty for a
+	// limit that never resets).
+	PeriodStart string `json:"period_start,omitempty"`
+	PeriodEnd   string `json:"period_end,omitempty"`
+}
+
+// inUnit converts counter units to the limit's unit (dollars or tokens).
+func inUnit(u *UsageLimit, n int64) float64 {
+	if u.Type == policies.TypeCost {
+		return float64(n) / policies.MicroUSD
+	}
+	return float64(n)
+}
+
+// Statuses returns where every active limit that applies to a request
+// described by a stands (a's attributes that are not filled do not
+// match: a usage view by key sees the limits on the key, workspace and
+// organisation).
+func (e *Enforcer) Statuses(ctx context.Context, a *policies.Attributes) ([]Status, error) {
+	if e == nil {
+		return nil, nil
+	}
+	limits, err := e.source.Active(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := e.now()
+	out := []Status{}
+	for _, u := range limits {
+		p := u.Policy()
+		if p == nil || !p.Matches(a) {
+			continue
+		}
+		per := u.PeriodAt(now)
+		spent, err := e.Spent(ctx, u, keyPrefix+p.GroupKey(a)+"|"+per.Label, per)
+		if err != nil {
+			return nil, err
+		}
+		s := Status{PolicyID: u.ID, Name: u.Name, Type: u.Type, CreditLimit: u.CreditLimit, Used: inUnit(u, spent),
+			Remaining: inUnit(u, max(u.Limit()-spent, 0)), Alert: u.AlertThreshold, Reset: u.PeriodicReset}
+		if !per.End.IsZero() {
+			s.PeriodStart, s.PeriodEnd = per.Start.Format(time.RFC3339), per.End.Format(time.RFC3339)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// Binding returns the grant with the least budget left after the
+// request's reservation, for the response headers, or nil.
+func (adm *Admission) Binding() *Grant {
+	if adm == nil {
+		return nil
+	}
+	var b *Grant
+	for i := range adm.Grants {
+		g := &adm.Grants[i]
+		if b == nil || g.Decision.Remaining < b.Decision.Remaining {
+			b = g
+		}
+	}
+	return b
+}
+
+// RemainingText is g's remaining budget in the limit's unit, as a header
+// value.
+func (g *Grant) RemainingText() string {
+	return formatFloat(inUnit(g.Limit, g.Decision.Remaining))
+}
