@@ -1,7 +1,9 @@
 package bedrock
 
 import (
+	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"io"
 	"strings"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/tidwall/sjson"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/messages"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers/anthropic"
@@ -147,6 +150,17 @@ func (s *invokeStream) handle(m *eventstream.Message) error {
 		return s.fail(messages.TypeAPI, "the provider sent an undecodable stream chunk")
 	}
 	data := s.dec[:n]
+	if jsonlimit.Object(data) != nil {
+		return s.fail(messages.TypeAPI, "the provider sent an invalid stream event")
+	}
+	if bytes.ContainsAny(data, "\r\n") {
+		// A line break would end the SSE data line: compact it away.
+		var b bytes.Buffer
+		if json.Compact(&b, data) != nil {
+			return s.fail(messages.TypeAPI, "the provider sent an invalid stream event")
+		}
+		data = b.Bytes()
+	}
 	ev := s.ev[:0]
 	if typ := gjson.GetBytes(data, "type").Str; eventName(typ) {
 		ev = append(ev, "event: "...)

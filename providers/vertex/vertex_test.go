@@ -84,6 +84,10 @@ func TestPrepareURLs(t *testing.T) {
 			"https://us-east5-aiplatform.googleapis.com/v1/projects/proj/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:rawPredict", `"anthropic_version":"vertex-2023-10-16"`},
 		{"claude stream publisher", providers.OpChat, "anthropic/claude-3-5-haiku@20241022", true, providers.Settings{APIKey: "tok", CloudCProjectID: "proj"},
 			"https://us-central1-aiplatform.googleapis.com/v1/projects/proj/locations/us-central1/publishers/anthropic/models/claude-3-5-haiku@20241022:streamRawPredict", `"stream":true`},
+		{"messages (native Claude)", providers.OpMessages, "claude-sonnet-4-5@20250929", false, providers.Settings{APIKey: "tok", CloudCProjectID: "proj", CloudCRegion: "us-east5"},
+			"https://us-east5-aiplatform.googleapis.com/v1/projects/proj/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:rawPredict", `"anthropic_version":"vertex-2023-10-16"`},
+		{"messages stream", providers.OpMessages, "anthropic/claude-3-5-haiku@20241022", true, providers.Settings{APIKey: "tok", CloudCProjectID: "proj"},
+			"https://us-central1-aiplatform.googleapis.com/v1/projects/proj/locations/us-central1/publishers/anthropic/models/claude-3-5-haiku@20241022:streamRawPredict", `"messages":[{"role":"user","content":"hi"}]`},
 		{"custom host", providers.OpChat, "gemini-2.5-pro", false, providers.Settings{APIKey: "tok", CloudCProjectID: "proj", CustomHost: "http://127.0.0.1:9/"},
 			"http://127.0.0.1:9/v1/projects/proj/locations/us-central1/publishers/google/models/gemini-2.5-pro:generateContent", `"contents"`},
 		{"embeddings", providers.OpEmbeddings, "text-embedding-005", false, providers.Settings{APIKey: "tok", CloudCProjectID: "proj"},
@@ -239,5 +243,19 @@ func TestChatPicksTranslation(t *testing.T) {
 	e := chat{}.Error(claude, 400, []byte(`{"type":"error","error":{"type":"invalid_request_error","message":"bad"}}`))
 	if !strings.Contains(string(e), `"message":"bad"`) {
 		t.Fatalf("error: %s", e)
+	}
+}
+
+// Only Claude models take the Messages API on Vertex AI; a Gemini model
+// there is translated by the gateway, never sent a Messages body.
+func TestMessagesOnlyClaude(t *testing.T) {
+	p := &provider{}
+	if !p.SpeaksMessages(providers.OpMessages, "claude-sonnet-4-5@20250929") || p.SpeaksMessages(providers.OpMessages, "gemini-2.5-pro") ||
+		p.SpeaksMessages(providers.OpCountTokens, "claude-sonnet-4-5@20250929") {
+		t.Fatal("SpeaksMessages")
+	}
+	c := &providers.Call{Op: providers.OpMessages, Method: "POST", Model: "gemini-2.5-pro", Body: []byte(`{"model":"gemini-2.5-pro"}`), Header: http.Header{}}
+	if _, err := prepare(p, c, &providers.Settings{APIKey: "tok", CloudCProjectID: "proj"}); err == nil {
+		t.Fatal("a Messages body was sent to a Gemini model")
 	}
 }
