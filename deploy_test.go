@@ -93,6 +93,14 @@ func TestDockerfile(t *testing.T) {
 			t.Errorf("Dockerfile: %s (no instruction matches %s)", m.what, m.re)
 		}
 	}
+	// The HEALTHCHECK's path is served by the Caddyfile the image runs.
+	example, err := os.ReadFile(filepath.Join("examples", "Caddyfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(example), "handle /healthz {\n\t\tllm_health live\n\t}") {
+		t.Error("examples/Caddyfile does not answer /healthz with llm_health live")
+	}
 	if has(`^USER (root|0)`) {
 		t.Error("Dockerfile: runs as root")
 	}
