@@ -93,6 +93,27 @@ func checkModel(id *app.Identity, c *providers.Call) error {
 	if model == "" || keys.ModelAllowed(id.AllowedModels, model) {
 		return nil
 	}
+	return modelNotAllowed(model)
+}
+
+// refuseModels fails every attempt whose model, as sent (after a config's
+// override_params or a prompt's rendering), the caller's key may not use:
+// that target answers 403 model_not_allowed without being called, and a
+// fallback may try the next.
+func refuseModels(q *Request) {
+	allowed := q.Identity.AllowedModels
+	if len(allowed) == 0 {
+		return
+	}
+	for i := range q.attempts {
+		p := &q.attempts[i]
+		if p.err == nil && p.model != "" && !keys.ModelAllowed(allowed, p.model) {
+			p.err = modelNotAllowed(p.model)
+		}
+	}
+}
+
+func modelNotAllowed(model string) error {
 	e := apierror.Newf(http.StatusForbidden, apierror.TypeInvalidRequest, "the model %s is not allowed for this gateway API key", apierror.QuoteID(model)).WithCode("model_not_allowed")
 	e.Param = "model"
 	return e

@@ -198,7 +198,11 @@ func (g *Gateway) plan(r *http.Request, q *Request) error {
 		return err
 	}
 	takeVariables(q)
-	return g.planAttempts(r.Context(), q, g.cache, q.Envelope)
+	if err := g.planAttempts(r.Context(), q, g.cache, q.Envelope); err != nil {
+		return err
+	}
+	refuseModels(q)
+	return nil
 }
 
 // checkJSONObject is the check every inference body passes: a JSON

@@ -176,6 +176,23 @@ func TestKeysLifecycle(t *testing.T) {
 	grepStore(t, s.Storage, key, rot.Key, rot2.Key, short.Key, "rot-1", "rot-2")
 }
 
+// TestKeysAllowListThroughConfig: a model a config's override_params
+// sends is checked against the key's allow-list too; the provider is
+// never called with it.
+func TestKeysAllowListThroughConfig(t *testing.T) {
+	up := newFakeOpenAI(t)
+	s := newKeysSite(t, vkOpenAI("openai", up.URL)+`config to-o3 {"virtual_key":"openai","override_params":{"model":"o3"}}`)
+	s.load(t)
+	var k createdKey
+	as(t, gatewayKey, "POST", "/api-keys/workspace/service", `{"name":"4o-only","scopes":["completions.write"],"allowed_models":["gpt-4o*"],"defaults":{"config_id":"to-o3"}}`, 200, &k)
+	raw := call(t, "POST", "/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`, 403, nil, "x-gateway-api-key", k.Key)
+	if errCode(t, raw) != "model_not_allowed" || !strings.Contains(string(raw), "o3") || up.count() != 0 {
+		t.Fatalf("%s, %d upstream calls", raw, up.count())
+	}
+	// Through the virtual key (no override) the model is allowed.
+	call(t, "POST", "/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`, 200, nil, "x-gateway-api-key", k.Key, "x-gateway-virtual-key", "openai")
+}
+
 // TestKeysScopes: a workspace key sees and changes only its workspace's
 // keys and cannot create an organisation key or grant a scope it lacks; a
 // key without a scope is refused the API; an organisation key reaches
