@@ -83,9 +83,18 @@ func ParseDigest(s string) (Digest, error) {
 // Hasher computes HMAC-SHA256 digests of keys under the server secret.
 // A dump of the store holds only these: without the secret they cannot
 // even be checked against a guessed key, and the keys themselves carry
-// 256 random bits. Safe for concurrent use.
+// 256 random bits. Safe for concurrent use; Sum does not allocate for a
+// key of up to 128 bytes.
 type Hasher struct {
 	pool sync.Pool
+}
+
+// hashState is one pooled HMAC with buffers for its input and output, so
+// neither escapes through the hash.Hash interface on every call.
+type hashState struct {
+	mac hash.Hash
+	in  [128]byte
+	out [sha256.Size]byte
 }
 
 // NewHasher returns a Hasher over secret (at least 32 bytes).
@@ -95,18 +104,23 @@ func NewHasher(secret []byte) (*Hasher, error) {
 	}
 	s := append([]byte(nil), secret...)
 	h := &Hasher{}
-	h.pool.New = func() any { return hmac.New(sha256.New, s) }
+	h.pool.New = func() any { return &hashState{mac: hmac.New(sha256.New, s)} }
 	return h, nil
 }
 
 // Sum returns the digest of key.
 func (h *Hasher) Sum(key string) Digest {
-	m := h.pool.Get().(hash.Hash)
-	m.Reset()
-	_, _ = m.Write([]byte(key))
+	st := h.pool.Get().(*hashState)
+	st.mac.Reset()
+	if len(key) <= len(st.in) {
+		n := copy(st.in[:], key)
+		_, _ = st.mac.Write(st.in[:n])
+	} else {
+		_, _ = st.mac.Write([]byte(key))
+	}
 	var d Digest
-	m.Sum(d[:0])
-	h.pool.Put(m)
+	copy(d[:], st.mac.Sum(st.out[:0]))
+	h.pool.Put(st)
 	return d
 }
 
