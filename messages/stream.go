@@ -46,8 +46,8 @@ type StreamWriter struct {
 	err     error
 	// cur holds the chunk being read; onChunk, onChoice, onDelta and
 	// onTool fill it.
-	cur                                chunkFields
-	onChunk, onChoice, onDelta, onTool func(k, v gjson.Result) bool
+	cur                                         chunkFields
+	onChunk, onFirst, onChoice, onDelta, onTool func(k, v gjson.Result) bool
 }
 
 // NewStreamWriter returns a writer translating a chat stream for a
@@ -55,7 +55,7 @@ type StreamWriter struct {
 func NewStreamWriter(dst io.Writer, model string) *StreamWriter {
 	s := &StreamWriter{dst: dst, model: model, open: -1, out: make([]byte, 0, 512)}
 	s.each = s.event
-	s.onChunk, s.onChoice, s.onDelta, s.onTool = s.chunkMember, s.choiceMember, s.deltaMember, s.toolMember
+	s.onChunk, s.onFirst, s.onChoice, s.onDelta, s.onTool = s.chunkMember, s.firstChoice, s.choiceMember, s.deltaMember, s.toolMember
 	return s
 }
 
@@ -171,13 +171,21 @@ func (s *StreamWriter) chunkMember(k, v gjson.Result) bool {
 	case "model":
 		s.cur.model = v
 	case "choices":
-		s.cur.choice = v.Get("0")
+		if v.IsArray() {
+			v.ForEach(s.onFirst)
+		}
 	case "usage":
 		s.cur.usage = v
 	case "error":
 		s.cur.err = v
 	}
 	return true
+}
+
+// firstChoice keeps the first element of choices and stops.
+func (s *StreamWriter) firstChoice(_, v gjson.Result) bool {
+	s.cur.choice = v
+	return false
 }
 
 func (s *StreamWriter) choiceMember(k, v gjson.Result) bool {
