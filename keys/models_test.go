@@ -31,3 +31,26 @@ func TestModelAllowedAndFilter(t *testing.T) {
 		}
 	}
 }
+
+func TestHasScope(t *testing.T) {
+	tests := []struct {
+		held []string
+		want string
+		ok   bool
+	}{
+		{[]string{"*"}, "api_keys.create", true},
+		{[]string{"api_keys.create"}, "api_keys.create", true},
+		{[]string{"api_keys.create"}, "api_keys.delete", false},
+		{[]string{"configs.*"}, "configs.delete", true},
+		{[]string{"configs.*"}, "api_keys.read", false},
+		{[]string{"configs.read"}, "configs.list", true},
+		{[]string{"configs.list"}, "configs.read", false},
+		{nil, "configs.read", false},
+		{[]string{"configs.*"}, "*", false},
+	}
+	for _, tt := range tests {
+		if got := HasScope(tt.held, tt.want); got != tt.ok {
+			t.Errorf("HasScope(%v, %q) = %v", tt.held, tt.want, got)
+		}
+	}
+}

@@ -167,8 +167,8 @@ func ValidPattern(p string) bool {
 	return err == nil && p != "" && len(p) <= 256
 }
 
-// Scopes. A scope names a resource and an action; "*" grants every scope.
-// X.read also grants X.list.
+// Scopes. A scope names a resource and an action; "*" grants every scope,
+// "X.*" every action on X, and X.read also grants X.list.
 var Scopes = []string{
 	"api_keys.create", "api_keys.read", "api_keys.list", "api_keys.update", "api_keys.delete",
 	"virtual_keys.create", "virtual_keys.read", "virtual_keys.list", "virtual_keys.update", "virtual_keys.delete",
@@ -188,13 +188,12 @@ func ValidScope(s string) bool {
 	return ok && res != "" && act != "" && len(s) <= 64 && !strings.ContainsAny(s, " \t\r\n/")
 }
 
-// HasScope reports whether held grants want.
+// HasScope reports whether held grants want: "*" grants every scope,
+// "X.*" every scope of resource X, "X.read" also "X.list".
 func HasScope(held []string, want string) bool {
+	res, act, _ := strings.Cut(want, ".")
 	for _, h := range held {
-		if h == "*" || h == want {
-			return true
-		}
-		if res, act, ok := strings.Cut(want, "."); ok && act == "list" && h == res+".read" {
+		if h == "*" || h == want || h == res+".*" || act == "list" && h == res+".read" {
 			return true
 		}
 	}
