@@ -64,6 +64,12 @@ func (a *App) provisionKeys(ctx caddy.Context) error {
 	if cfg == nil {
 		cfg = new(KeysConfig)
 	}
+	for _, f := range []struct{ name, v string }{{"secret", cfg.Secret}, {"encryption_key", cfg.EncryptionKey}} {
+		if literalSecret(f.v) {
+			a.logger.Warn("keys: a literal secret is visible in GET /config/ of the admin API and in autosave.json; give it as {env.VAR} or {file.path}",
+				zap.String("field", f.name))
+		}
+	}
 	repl := caddy.NewReplacer()
 	opts := keys.Options{Logger: a.logger.Named("keys"), Attach: identityOf}
 	backend := ""
