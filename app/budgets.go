@@ -48,7 +48,7 @@ func (a *App) provisionBudgets() error {
 	var kv kvstore.KV = a.storage
 	var once budgets.Once = budgets.NewMemoryOnce(nil)
 	if a.redis != nil {
-		kv = kvstore.NewRedis(a.redis, 0)
+		kv = kvstore.NewRedis(a.redis, 0).WithPrefix(a.RedisKeyPrefix())
 		once = budgets.RedisOnce{Client: a.redis}
 	}
 	a.budgetStore = budgets.NewStore(kv, nil)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,24 +31,116 @@ type KV interface {
 // Redis keeps records in Redis, for gateways that share a Redis instead
 // of a Caddy storage module. With a TTL every key expires after it, so
 // Redis itself drops old records; without one keys stay until deleted.
+//
+// Listing never scans the keyspace (which a shared Redis fills with cache
+// entries and counters): every Store also adds the key to a sorted-set
+// index of its folder ("<dir>/.index", direct children) and of each
+// ancestor folder ("<ancestor>/.index-all", everything below), scored by
+// the key's expiry (a far future without a TTL); Delete removes it, and
+// List reads the set. Each write and list first drops the members whose
+// expiry has passed, so an index never outgrows the live keys it lists
+// plus one write's worth. Records written before the indexes existed are
+// indexed by one SCAN under the top folder of the first List (the first
+// path segment, such as "llm_gateway"), remembered by "<top>/.indexed", so
+// a deployment upgraded in place scans once, and never again.
 type Redis struct {
 	client redis.UniversalClient
 	ttl    time.Duration
+	// prefix starts every key in Redis (WithPrefix); callers never see it.
+	prefix string
+	// now replaces time.Now in tests.
+	now func() time.Time
 }
 
 // NewRedis returns a KV over client whose keys expire after ttl (0: never).
 func NewRedis(client redis.UniversalClient, ttl time.Duration) *Redis {
-	return &Redis{client: client, ttl: ttl}
+	return &Redis{client: client, ttl: ttl, now: time.Now}
 }
 
-// Store implements KV.
+// WithPrefix returns a copy of r whose keys all start with prefix in
+// Redis (the llm app's key_prefix, so several fleets share one Redis);
+// callers keep using and seeing their own key names.
+func (r *Redis) WithPrefix(prefix string) *Redis {
+	c := *r
+	c.prefix = prefix
+	return &c
+}
+
+// noExpiry scores keys without a TTL: never dropped as expired.
+const noExpiry = float64(1 << 62)
+
+// score is the index score of a key written now.
+func (r *Redis) score() float64 {
+	if r.ttl <= 0 {
+		return noExpiry
+	}
+	return float64(r.now().Add(r.ttl).UnixMilli())
+}
+
+// expired is the ZREMRANGEBYSCORE bound of the expired members.
+func (r *Redis) expired() string { return strconv.FormatInt(r.now().UnixMilli(), 10) }
+
+// Index key names: they start with a dot, which no record key's last
+// segment does (records are ids with an extension), so they are never
+// listed as records.
+const (
+	indexChildren = "/.index"
+	indexAll      = "/.index-all"
+	indexedMarker = "/.indexed"
+)
+
+// indexSets returns the index sets key belongs to: its folder's direct
+// set and the recursive set of every ancestor folder.
+func indexSets(key string) (direct string, all []string) {
+	dir, ok := parentDir(key)
+	if !ok {
+		return "", nil
+	}
+	direct = dir + indexChildren
+	for d, ok := dir, true; ok; d, ok = parentDir(d) {
+		all = append(all, d+indexAll)
+	}
+	return direct, all
+}
+
+func parentDir(key string) (string, bool) {
+	i := strings.LastIndexByte(key, '/')
+	if i <= 0 {
+		return "", false
+	}
+	return key[:i], true
+}
+
+// isIndexKey reports whether k is one of the index keys.
+func isIndexKey(k string) bool {
+	i := strings.LastIndexByte(k, '/')
+	return strings.HasPrefix(k[i+1:], ".index")
+}
+
+// Store implements KV: the value and its index entries in one round trip.
 func (r *Redis) Store(ctx context.Context, key string, value []byte) error {
-	return r.client.Set(ctx, key, value, r.ttl).Err()
+	key = r.prefix + key
+	direct, all := indexSets(key)
+	z := redis.Z{Score: r.score(), Member: key}
+	_, err := r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, key, value, r.ttl)
+		for _, set := range append(all, direct) {
+			if set == "" {
+				continue
+			}
+			if r.ttl > 0 {
+				p.ZRemRangeByScore(ctx, set, "-inf", r.expired())
+			}
+			p.ZAdd(ctx, set, z)
+		}
+		return nil
+	})
+	return err
 }
 
 // Load implements KV; a missing key wraps fs.ErrNotExist.
 func (r *Redis) Load(ctx context.Context, key string) ([]byte, error) {
-	b, err := r.client.Get(ctx, key).Bytes()
+	b, err := r.client.Get(ctx, r.prefix+key).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, fs.ErrNotExist
 	}
@@ -56,22 +149,86 @@ func (r *Redis) Load(ctx context.Context, key string) ([]byte, error) {
 
 // Delete implements KV.
 func (r *Redis) Delete(ctx context.Context, key string) error {
-	return r.client.Del(ctx, key).Err()
+	key = r.prefix + key
+	direct, all := indexSets(key)
+	_, err := r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, key)
+		for _, set := range append(all, direct) {
+			if set != "" {
+				p.ZRem(ctx, set, key)
+			}
+		}
+		return nil
+	})
+	return err
 }
 
-// List implements KV with SCAN, so it never blocks Redis as KEYS would.
+// List implements KV from the folder's index set: its direct children,
+// or everything below it when recursive.
 func (r *Redis) List(ctx context.Context, prefix string, recursive bool) ([]string, error) {
-	prefix = strings.TrimSuffix(prefix, "/") + "/"
-	var out []string
-	it := r.client.Scan(ctx, 0, escapeGlob(prefix)+"*", 1000).Iterator()
-	for it.Next(ctx) {
-		k := it.Val()
-		if !recursive && strings.Contains(k[len(prefix):], "/") {
-			continue
-		}
-		out = append(out, k)
+	dir := r.prefix + strings.TrimSuffix(prefix, "/")
+	if err := r.backfill(ctx, dir); err != nil {
+		return nil, err
 	}
-	return out, it.Err()
+	set := dir + indexChildren
+	if recursive {
+		set = dir + indexAll
+	}
+	if r.ttl > 0 {
+		if err := r.client.ZRemRangeByScore(ctx, set, "-inf", r.expired()).Err(); err != nil {
+			return nil, err
+		}
+	}
+	keys, err := r.client.ZRange(ctx, set, 0, -1).Result()
+	if r.prefix != "" {
+		for i, k := range keys {
+			keys[i] = strings.TrimPrefix(k, r.prefix)
+		}
+	}
+	return keys, err
+}
+
+// backfill indexes, once, the records stored under dir's top folder
+// before the indexes existed, with one SCAN (on every primary of a Redis
+// Cluster).
+func (r *Redis) backfill(ctx context.Context, dir string) error {
+	if i := strings.IndexByte(dir[len(r.prefix):], '/'); i > 0 {
+		dir = dir[:len(r.prefix)+i]
+	}
+	marker := dir + indexedMarker
+	n, err := r.client.Exists(ctx, marker).Result()
+	if err != nil || n > 0 {
+		return err
+	}
+	scan := func(ctx context.Context, c redis.UniversalClient) error {
+		it := c.Scan(ctx, 0, escapeGlob(dir+"/")+"*", 1000).Iterator()
+		for it.Next(ctx) {
+			k := it.Val()
+			if isIndexKey(k) {
+				continue
+			}
+			direct, all := indexSets(k)
+			z := redis.Z{Score: r.score(), Member: k}
+			if _, err := r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for _, set := range append(all, direct) {
+					p.ZAdd(ctx, set, z)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+		return it.Err()
+	}
+	if cc, ok := r.client.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+	} else {
+		err = scan(ctx, r.client)
+	}
+	if err != nil {
+		return err
+	}
+	return r.client.Set(ctx, marker, "1", 0).Err()
 }
 
 // escapeGlob quotes Redis glob metacharacters in a literal prefix.
