@@ -1,0 +1,90 @@
+package app
+
+import (
+	"context"
+	"testing"
+
+	"github.com/caddyserver/certmagic"
+	"go.uber.org/zap"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+)
+
+func TestIdentityReach(t *testing.T) {
+	org, ws, other := "org", "ws", "ws2"
+	tests := []struct {
+		name  string
+		id    Identity
+		scope string
+		can   bool
+		org   string
+		ws    string
+		reach bool
+	}{
+		{"Caddyfile key without scopes", Identity{Source: keys.SourceConfig, Type: keys.TypeWorkspace, OrganisationID: org, WorkspaceID: ws}, "api_keys.create", true, org, ws, true},
+		{"not another workspace", Identity{Source: keys.SourceConfig, Type: keys.TypeWorkspace, OrganisationID: org, WorkspaceID: ws}, "configs.read", true, org, other, false},
+		{"scoped Caddyfile key", Identity{Source: keys.SourceConfig, Scopes: []string{"configs.read"}, OrganisationID: org, WorkspaceID: ws}, "api_keys.create", false, org, ws, true},
+		{"API key without the scope", Identity{Source: keys.SourceAPI, Scopes: []string{"completions.write"}, OrganisationID: org, WorkspaceID: ws}, "api_keys.read", false, org, ws, true},
+		{"API key with no scopes at all", Identity{Source: keys.SourceAPI, OrganisationID: org, WorkspaceID: ws}, "api_keys.read", false, org, ws, true},
+		{"organisation key", Identity{Source: keys.SourceAPI, Type: keys.TypeOrganisation, Scopes: []string{"*"}, OrganisationID: org, WorkspaceID: ws}, "api_keys.delete", true, org, other, true},
+		{"organisation key, other organisation", Identity{Type: keys.TypeOrganisation, Scopes: []string{"*"}, OrganisationID: org, WorkspaceID: ws}, "api_keys.delete", true, "org2", other, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.id.Can(tt.scope); got != tt.can {
+				t.Errorf("Can(%s) = %v", tt.scope, got)
+			}
+			if got := tt.id.Manages(tt.org, tt.ws); got != tt.reach {
+				t.Errorf("Manages(%s, %s) = %v", tt.org, tt.ws, got)
+			}
+		})
+	}
+}
+
+// TestScopedResolverAndAuthErrors: the Caddyfile's virtual keys win and
+// are everyone's; an API virtual key is found only in its workspace; a
+// refused key's 401 names why.
+func TestScopedResolverAndAuthErrors(t *testing.T) {
+	h, _ := keys.NewHasher([]byte("0123456789abcdef0123456789abcdef"))
+	sealer, _ := keys.NewSealer(make([]byte, 32))
+	st, err := keys.New(keys.Options{KV: &certmagic.FileStorage{Path: t.TempDir()}, Hasher: h, Sealer: sealer, Attach: identityOf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := st.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a := &App{logger: zap.NewNop(), virtualKeys: map[string]*providers.Settings{"shared": {Provider: "openai", APIKey: "from-caddyfile"}}}
+	a.keyStore = st
+	for _, slug := range []string{"mine", "shared"} {
+		if err := st.CreateVirtualKey(ctx, &keys.VirtualKey{Slug: slug, WorkspaceID: "ws1"}, providers.Settings{Provider: "openai", APIKey: "from-api"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r1, r2 := a.For(&Identity{WorkspaceID: "ws1"}), a.For(&Identity{WorkspaceID: "ws2"})
+	if v, ok := r1.VirtualKey("mine"); !ok || v.APIKey != "from-api" {
+		t.Fatal("the workspace does not find its virtual key")
+	}
+	if _, ok := r2.VirtualKey("mine"); ok {
+		t.Fatal("another workspace finds the virtual key")
+	}
+	if v, ok := r1.VirtualKey("shared"); !ok || v.APIKey != "from-caddyfile" {
+		t.Fatal("the Caddyfile's virtual key does not win")
+	}
+
+	key, _ := st.CreateAPIKey(ctx, &keys.APIKey{Name: "k", Scopes: []string{"*"}, WorkspaceID: "ws1", Status: keys.StatusDisabled})
+	if _, ok := a.Authenticate(key); ok {
+		t.Fatal("a disabled key authenticates")
+	}
+	for presented, code := range map[string]string{key: "api_key_disabled", keys.NewKey(): "invalid_api_key", "": "invalid_api_key", "sk-provider": "invalid_api_key"} {
+		if e := a.AuthError(presented); e.Status != 401 || e.Code != code {
+			t.Errorf("AuthError: %d %v, want %s", e.Status, e.Code, code)
+		}
+	}
+	active, _ := st.CreateAPIKey(ctx, &keys.APIKey{Name: "k2", Scopes: []string{"*"}, WorkspaceID: "ws1"})
+	if id, ok := a.Authenticate(active); !ok || id.WorkspaceID != "ws1" || id.Source != keys.SourceAPI {
+		t.Fatalf("active key: %v %+v", ok, id)
+	}
+}
