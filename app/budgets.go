@@ -73,6 +73,10 @@ func (a *App) provisionBudgets() error {
 		a.alerter = budgets.NewAlerter(hook, client, once, a.logger.Named("budgets"))
 	}
 	a.budgets = budgets.NewEnforcer(a.limiter, a.budgetStore, a.alerter, nil)
+	if db := a.LedgerDB(); db != nil {
+		// Counters a shared store lost are rebuilt from the ledger.
+		a.budgets.SetSeeder(budgets.LedgerSeeder{DB: db}, once)
+	}
 	if cfg.MaxWait > 0 {
 		a.budgets.MaxWait = time.Duration(cfg.MaxWait)
 	}

@@ -36,7 +36,7 @@ type RedisOnce struct{ Client redis.UniversalClient }
 
 // First implements Once.
 func (o RedisOnce) First(ctx context.Context, key string, ttl time.Duration) (bool, error) {
-	return o.Client.SetNX(ctx, "llm:budget-alert:"+key, 1, ttl).Result()
+	return o.Client.SetNX(ctx, "llm:budget-once:"+key, 1, ttl).Result()
 }
 
 // MemoryOnce is Once within one process.
@@ -111,7 +111,7 @@ func NewAlerter(url string, client *http.Client, once Once, logger *zap.Logger) 
 // Fire posts g's alert unless it was already sent for its period.
 func (a *Alerter) Fire(ctx context.Context, g *Grant, used int64) {
 	ttl := g.Period.window()
-	ok, err := a.once.First(ctx, g.Key, ttl)
+	ok, err := a.once.First(ctx, "alert|"+g.Key, ttl)
 	if err != nil || !ok {
 		return
 	}

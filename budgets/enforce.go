@@ -34,6 +34,8 @@ type Enforcer struct {
 	// MaxWait bounds how long Admit waits for reservations in flight
 	// (DefaultMaxWait; 0 refuses at once).
 	MaxWait time.Duration
+	// seed rebuilds lost counters (seed.go); nil: never.
+	seed *seeding
 }
 
 // NewEnforcer returns an enforcer counting in limiter (the app's shared
@@ -176,6 +178,7 @@ func (e *Enforcer) Admit(ctx context.Context, a *policies.Attributes, r Reserve)
 		}
 		per := u.PeriodAt(now)
 		g := Grant{Limit: u, Key: keyPrefix + p.GroupKey(a) + "|" + per.Label, Period: per, At: now}
+		e.reseed(ctx, u, a, g.Key, per, now)
 		want := r.MicroUSD
 		if u.Type == policies.TypeTokens {
 			want = r.Tokens
