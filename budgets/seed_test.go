@@ -31,7 +31,7 @@ func TestLostCountersAreRebuiltFromTheLedger(t *testing.T) {
 	}
 	if err := db.Insert(ctx, []ledger.Record{
 		rec("k", now.Add(-time.Hour), 0.10), rec("k", now.Add(-2*time.Hour), 0.20),
-		rec("k", now.Add(-72*time.Hour), 5), // before the limit existed
+		rec("k", now.Add(-72*time.Hour), 5),  // before the limit existed
 		rec("other", now.Add(-time.Hour), 9), // another group
 	}); err != nil {
 		t.Fatal(err)
