@@ -249,12 +249,15 @@ func Parse(h http.Header) (*Headers, error) {
 	if vs := h["X-Api-Key"]; len(vs) > 0 {
 		// Anthropic's clients (Claude Code, the SDKs) send their key in
 		// x-api-key: the gateway key when it has its format, which is
-		// then removed so no pass-through call forwards it; otherwise
-		// the provider key, when Authorization named none.
+		// then moved to the gateway's own header, which no call
+		// forwards (and which a later Parse of the same request, the
+		// rate limiter's and the gateway's, reads alike); otherwise the
+		// provider key, when Authorization named none.
 		switch k := strings.TrimSpace(vs[0]); {
 		case keys.IsKey(k):
 			if out.APIKey == "" {
 				out.APIKey = k
+				h[canonicalAPIKey] = []string{k}
 			}
 			delete(h, "X-Api-Key")
 		case out.Authorization == "":
@@ -321,6 +324,9 @@ func GatewayKey(h http.Header) string {
 	}
 	return ""
 }
+
+// canonicalAPIKey is the gateway key header's name in a parsed header.
+var canonicalAPIKey = http.CanonicalHeaderKey(Prefix + APIKey)
 
 // BearerToken strips an optional "Bearer " scheme from an Authorization
 // value, so a bare token works as well.
