@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -66,6 +67,9 @@ func (a *App) provisionLedger(ctx caddy.Context) error {
 	if err := ledger.RegisterMetrics(ctx.GetMetricsRegistry()); err != nil {
 		return fmt.Errorf("ledger: registering metrics: %v", err)
 	}
+	if literalPassword(cfg.DSN) {
+		a.logger.Warn("the ledger's database URL holds a literal password: it is visible in GET /config/ of the admin API and in autosave.json; give it as an {env.VAR} placeholder")
+	}
 	dsn := caddy.NewReplacer().ReplaceAll(cfg.DSN, "")
 	if strings.Contains(cfg.DSN, "{") && dsn == "" {
 		return fmt.Errorf("ledger: the database placeholder is empty (is its environment variable set?)")
@@ -98,6 +102,17 @@ func (a *App) provisionLedger(ctx caddy.Context) error {
 	l.SetRetention(time.Duration(cfg.Retention))
 	a.ledgerKey, a.ledger = key, l
 	return nil
+}
+
+// literalPassword reports whether a database URL carries a password
+// written out rather than as a placeholder.
+func literalPassword(dsn string) bool {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		return false
+	}
+	p, ok := u.User.Password()
+	return ok && p != "" && !strings.Contains(p, "{")
 }
 
 // cleanupLedger releases this config's reference to its ledger.

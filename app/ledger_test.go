@@ -1,0 +1,61 @@
+package app
+
+import (
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+)
+
+func TestLiteralPasswordInLedgerURL(t *testing.T) {
+	for _, tc := range []struct {
+		dsn  string
+		want bool
+	}{
+		{"postgres://gw:s3cret@db:5432/llm", true},
+		{"postgres://gw:{env.LEDGER_PASSWORD}@db:5432/llm", false},
+		{"postgres://gw@db:5432/llm", false},
+		{"/var/lib/caddy/ledger.db", false},
+	} {
+		if got := literalPassword(tc.dsn); got != tc.want {
+			t.Errorf("literalPassword(%q) = %v, want %v", tc.dsn, got, tc.want)
+		}
+	}
+}
+
+func TestLedgerAndBudgetsOptions(t *testing.T) {
+	a := new(App)
+	d := caddyfile.NewTestDispenser(`llm {
+		ledger /var/lib/ledger.db {
+			retention 30d
+			queue 100
+		}
+		budgets {
+			alert_webhook https://hooks.example.com/x
+			alert_allow loopback private
+			max_wait 5s
+		}
+	}`)
+	if err := a.UnmarshalCaddyfile(d); err != nil {
+		t.Fatal(err)
+	}
+	if a.Ledger == nil || a.Ledger.DSN != "/var/lib/ledger.db" || time.Duration(a.Ledger.Retention) != 30*24*time.Hour || a.Ledger.Queue != 100 {
+		t.Errorf("ledger %+v", a.Ledger)
+	}
+	if b := a.Budgets; b == nil || b.AlertWebhook != "https://hooks.example.com/x" || len(b.AlertAllow) != 2 || time.Duration(b.MaxWait) != 5*time.Second {
+		t.Errorf("budgets %+v", a.Budgets)
+	}
+	for _, bad := range []string{
+		"llm {\n ledger a b\n}",
+		"llm {\n ledger a {\n retention -1h\n }\n}",
+		"llm {\n ledger a {\n queue 0\n }\n}",
+		"llm {\n ledger a {\n vacuum yes\n }\n}",
+		"llm {\n budgets {\n max_wait soon\n }\n}",
+		"llm {\n budgets {\n alert_allow\n }\n}",
+		"llm {\n budgets x\n}",
+	} {
+		if err := new(App).UnmarshalCaddyfile(caddyfile.NewTestDispenser(bad)); err == nil {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+}
