@@ -44,9 +44,6 @@ type messagesAdapter struct {
 // written.
 func (g *Gateway) messagesRoute(r *http.Request, q *Request, f *flight) (done bool, err error) {
 	c := &q.Call
-	if err := checkJSONObject(c.Body); err != nil {
-		return false, err
-	}
 	count := c.Op == providers.OpCountTokens
 	mr, err := messages.Parse(c.Body, count)
 	if err != nil {

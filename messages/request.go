@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 )
 
 // Bounds of a request beyond the gateway's body size limit: they keep the
@@ -71,25 +72,6 @@ type Content struct {
 	// set is true once the member was present (and not null).
 	set bool
 }
-
-// UnmarshalJSON accepts a string or an array of blocks.
-func (c *Content) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	switch {
-	case len(b) == 0 || bytes.Equal(b, []byte("null")):
-		return nil
-	case b[0] == '"':
-		c.set = true
-		return json.Unmarshal(b, &c.Text)
-	case b[0] == '[':
-		c.set, c.IsBlocks = true, true
-		return json.Unmarshal(b, &c.Blocks)
-	}
-	return errShape
-}
-
-// errShape is what a content that is neither a string nor an array gives.
-var errShape = apierror.BadRequest("", "content must be a string or an array of content blocks")
 
 // Block is one content block, of any type the translation reads.
 type Block struct {
@@ -169,31 +151,22 @@ var blockTypes = map[string]string{
 // imageTypes are the media types Anthropic accepts for base64 images.
 var imageTypes = map[string]bool{"image/jpeg": true, "image/png": true, "image/gif": true, "image/webp": true}
 
-// Parse decodes and validates a Messages request body (already checked to
-// be a bounded JSON object) as Anthropic's API does, so a malformed
-// request is a 400 before any provider is called, whichever target it
-// goes to. count is set for count_tokens, which takes no max_tokens.
+// Parse decodes and validates a Messages request body as Anthropic's API
+// does, so a malformed request is a 400 before any provider is called,
+// whichever target it goes to. count is set for count_tokens, which
+// takes no max_tokens.
 func Parse(body []byte, count bool) (*Request, error) {
-	var r Request
-	if err := json.Unmarshal(body, &r); err != nil {
-		if ae, ok := err.(*apierror.Error); ok {
-			return nil, ae
-		}
-		return nil, invalid("", "the request body does not match the Messages API: %s", typeError(err))
+	if err := jsonlimit.Object(body); err != nil {
+		return nil, invalid("", "the request body must be a JSON object (%v)", err)
+	}
+	r, err := decode(body)
+	if err != nil {
+		return nil, err
 	}
 	if err := r.validate(count); err != nil {
 		return nil, err
 	}
-	return &r, nil
-}
-
-// typeError names the field of a JSON type mismatch, without echoing the
-// client's value.
-func typeError(err error) string {
-	if te, ok := err.(*json.UnmarshalTypeError); ok {
-		return te.Field + ": Input should be a valid " + te.Type.String()
-	}
-	return "invalid JSON"
+	return r, nil
 }
 
 // invalid is a 400 in the Messages API's words: "field: message".
