@@ -105,6 +105,28 @@ func TestKeysVirtualKeysAndConfigs(t *testing.T) {
 	if up.count() != 2 || up.seen[0].Header.Get("Authorization") != "Bearer "+providerKey {
 		t.Fatalf("upstream saw %d requests", up.count())
 	}
+	// Rotating the provider key: the next request sends the new one; a
+	// retry with the same Idempotency-Key changes nothing again.
+	const newProviderKey = "sk-proj-SECRET-rotated-key-1a2b3c"
+	as(t, gatewayKey, "POST", "/virtual-keys/"+vk.Slug+"/rotate", `{"key":"`+newProviderKey+`"}`, 200, nil, "Idempotency-Key", "vk-rot-1")
+	as(t, gatewayKey, "POST", "/virtual-keys/"+vk.Slug+"/rotate", `{"key":"`+newProviderKey+`"}`, 200, nil, "Idempotency-Key", "vk-rot-1")
+	doRetry(t, "POST", "/chat/completions", `{"model":"gpt-4o","messages":[]}`, "x-gateway-virtual-key", vk.Slug, "x-gateway-custom-host", up.URL)
+	if got := up.last().Header.Get("Authorization"); got != "Bearer "+newProviderKey {
+		t.Fatal("the rotated provider key is not used")
+	}
+	var audit struct {
+		Data []struct{ Action string } `json:"data"`
+	}
+	raw = as(t, gatewayKey, "GET", "/audit-logs", "", 200, &audit)
+	var actions []string
+	for _, e := range audit.Data {
+		actions = append(actions, e.Action)
+	}
+	if strings.Join(actions, ",") != "virtual_key.rotate,config.update,config.create,virtual_key.create" ||
+		strings.Contains(string(raw), providerKey) || strings.Contains(string(raw), newProviderKey) {
+		t.Fatalf("audit log %v", actions)
+	}
+
 	// Another workspace does not see the config or the virtual key.
 	var other createdKey
 	as(t, keysAdminKey, "POST", "/api-keys/workspace/service", `{"name":"other","workspace_id":"`+keysOtherWS+`","scopes":["completions.write","configs.read","virtual_keys.read"]}`, 200, &other)
@@ -131,13 +153,13 @@ func TestKeysVirtualKeysAndConfigs(t *testing.T) {
 	if c, ok := st.Config(keysWorkspace, cfg.Slug); !ok || len(c.Versions) != 2 {
 		t.Fatal("the config is not in storage")
 	}
-	if v, ok := st.VirtualKey(keysWorkspace, vk.Slug); !ok || v.APIKey != providerKey {
+	if v, ok := st.VirtualKey(keysWorkspace, vk.Slug); !ok || v.APIKey != newProviderKey {
 		t.Fatal("the virtual key does not open from storage")
 	}
 	if _, _, res := st.Lookup(other.Key); res != keys.Valid {
 		t.Fatalf("the key does not authenticate from storage: %v", res)
 	}
-	grepStore(t, s.Storage, providerKey, other.Key)
+	grepStore(t, s.Storage, providerKey, newProviderKey, other.Key, "vk-rot-1")
 }
 
 // reopenStore opens the gateway's record store in dir afresh, with the
