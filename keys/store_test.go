@@ -315,3 +315,38 @@ func TestNotReady(t *testing.T) {
 		t.Fatalf("Lookup after Init: %v", res)
 	}
 }
+
+// TestEncryptionKeyRotation: with the new key first and the old one kept,
+// records sealed before open, and a write seals them with the new key, so
+// the old key can then go.
+func TestEncryptionKeyRotation(t *testing.T) {
+	kv, _ := fileKV(t)
+	ctx := context.Background()
+	oldKey, newKey := []byte(strings.Repeat("o", 32)), []byte(strings.Repeat("n", 32))
+	open := func(keys ...[]byte) *Store {
+		h, _ := NewHasher(testSecret)
+		sealer, _ := NewSealer(keys...)
+		s, _ := New(Options{KV: kv, Hasher: h, Sealer: sealer})
+		if err := s.Init(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	vk := &VirtualKey{Slug: "v", WorkspaceID: "ws"}
+	if err := open(oldKey).CreateVirtualKey(ctx, vk, providers.Settings{Provider: "openai", APIKey: "sk-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := open(newKey).VirtualKey("ws", "v"); ok {
+		t.Fatal("opened with the wrong key")
+	}
+	both := open(newKey, oldKey)
+	if v, ok := both.VirtualKey("ws", "v"); !ok || v.APIKey != "sk-1" {
+		t.Fatal("the previous key does not open the record")
+	}
+	if _, err := both.UpdateVirtualKey(ctx, vk.ID, func(r *VirtualKey, _ *providers.Settings) error { r.Note = "rewrite"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := open(newKey).VirtualKey("ws", "v"); !ok || v.APIKey != "sk-1" {
+		t.Fatal("the rewritten record does not open with the new key alone")
+	}
+}
