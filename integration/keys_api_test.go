@@ -174,6 +174,12 @@ func TestKeysLifecycle(t *testing.T) {
 		}
 	}
 	grepStore(t, s.Storage, key, rot.Key, rot2.Key, short.Key, "rot-1", "rot-2")
+	logs := readLog(t)
+	for _, secret := range []string{key, rot.Key, rot2.Key, short.Key} {
+		if strings.Contains(logs, secret) {
+			t.Fatal("the gateway's log holds a key")
+		}
+	}
 }
 
 // TestKeysAllowListThroughConfig: a model a config's override_params

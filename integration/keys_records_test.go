@@ -160,6 +160,9 @@ func TestKeysVirtualKeysAndConfigs(t *testing.T) {
 		t.Fatalf("the key does not authenticate from storage: %v", res)
 	}
 	grepStore(t, s.Storage, providerKey, newProviderKey, other.Key, "vk-rot-1")
+	if logs := readLog(t); strings.Contains(logs, providerKey) || strings.Contains(logs, newProviderKey) || strings.Contains(logs, other.Key) {
+		t.Fatal("the gateway's log holds a key")
+	}
 }
 
 // reopenStore opens the gateway's record store in dir afresh, with the
