@@ -135,6 +135,13 @@ func TestKeysVirtualKeysAndConfigs(t *testing.T) {
 	call(t, "POST", "/chat/completions", `{"model":"gpt-4o","messages":[]}`, 404, nil, "x-gateway-api-key", other.Key, "x-gateway-config", cfg.Slug)
 	call(t, "POST", "/chat/completions", `{"model":"gpt-4o","messages":[]}`, 404, nil, "x-gateway-api-key", other.Key, "x-gateway-virtual-key", vk.Slug)
 
+	// The node SDK's configs.delete names a config by id.
+	var tmp struct{ ID string }
+	as(t, gatewayKey, "POST", "/configs", `{"name":"tmp","config":{"virtual_key":"openai"}}`, 200, &tmp)
+	as(t, other.Key, "DELETE", "/configs/"+tmp.ID, "", 403, nil)
+	as(t, gatewayKey, "DELETE", "/configs/"+tmp.ID, "", 200, nil)
+	as(t, gatewayKey, "GET", "/configs/"+tmp.ID, "", 404, nil)
+
 	// A reload (the Caddyfile now also declares "team-openai") keeps the
 	// API records, and the Caddyfile's record of the same name wins.
 	s.LLM = vkOpenAI("openai", up.URL) + vkOpenAI("team-openai", up.URL) + `config shared {"virtual_key":"openai"}`

@@ -320,6 +320,14 @@ func (s *Store) ConfigRecord(workspace, slug string) (*Config, bool) {
 	return c, c != nil
 }
 
+// ConfigByID returns the config record with id.
+func (s *Store) ConfigByID(id string) (*Config, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	c := s.idx.configs[id]
+	return c, c != nil
+}
+
 // Configs returns the config records keep passes, oldest first.
 func (s *Store) Configs(keep func(*Config) bool) []*Config {
 	s.mu.RLock()

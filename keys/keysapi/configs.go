@@ -170,7 +170,7 @@ func listConfigs(c *call) (any, error) {
 	return list[*configView]{Object: "list", Total: len(data), Data: data}, nil
 }
 
-// findConfig returns the caller's workspace's config slug, or the
+// findConfig returns the caller's workspace's config slug (or id), or the
 // Caddyfile's (body set), or a 404.
 func (c *call) findConfig(slug string) (*keys.Config, []byte, error) {
 	if b, ok := c.app.ConfigConfigs()[slug]; ok {
@@ -181,6 +181,10 @@ func (c *call) findConfig(slug string) (*keys.Config, []byte, error) {
 		return nil, nil, err
 	}
 	if r, ok := c.store.ConfigRecord(ws, slug); ok {
+		return r, nil, nil
+	}
+	// The node SDK's configs.delete names the config by id.
+	if r, ok := c.store.ConfigByID(slug); ok && c.id.Manages(r.OrganisationID, r.WorkspaceID) {
 		return r, nil, nil
 	}
 	return nil, nil, notFound("config", slug)
