@@ -72,7 +72,7 @@ func (a *App) provisionBudgets() error {
 		client.Timeout = budgets.AlertTimeout
 		a.alerter = budgets.NewAlerter(hook, client, once, a.logger.Named("budgets"))
 	}
-	a.budgets = budgets.NewEnforcer(a.limiter, a.budgetStore, a.alerter, nil)
+	a.budgets = budgets.NewEnforcer(a.limiter, &budgetSource{a: a}, a.alerter, nil)
 	if db := a.LedgerDB(); db != nil {
 		// Counters a shared store lost are rebuilt from the ledger.
 		a.budgets.SetSeeder(budgets.LedgerSeeder{DB: db}, once)

@@ -42,13 +42,13 @@ func (h *Handler) admitBudget(w http.ResponseWriter, r *http.Request, id *app.Id
 	if !ok {
 		return true
 	}
+	if _, completion := prompts.CompletionsRef(r.URL.Path); !completion && controlplane.Owns(r.URL.Path) {
+		return true // as for rate limits: management APIs are never limited
+	}
 	e := bc.BudgetEnforcer()
 	ctx := r.Context()
 	if !e.Enabled(ctx) {
 		return true
-	}
-	if _, completion := prompts.CompletionsRef(r.URL.Path); !completion && controlplane.Owns(r.URL.Path) {
-		return true // as for rate limits: management APIs are never limited
 	}
 	if id == nil {
 		if id, ok = h.ctl.Authenticate(ingress.GatewayKey(r.Header)); !ok {
