@@ -67,8 +67,8 @@ func (a *App) provisionBatches() error {
 	if s, ok := a.storage.(fmt.Stringer); ok {
 		key += "|" + s.String()
 	}
-	prefix := ""
-	if a.redis != nil {
+	prefix, clustered := "", a.redis != nil
+	if clustered {
 		prefix = a.RedisKeyPrefix()
 		kv, key = files.NewRedisKV(a.redis), "redis|"+a.redisKey+"|"+prefix
 	}
@@ -84,8 +84,15 @@ func (a *App) provisionBatches() error {
 			filesNS, batchesNS = prefix+"llm_gateway/files", prefix+"llm_gateway/batches"
 		}
 		store := files.NewStore(kv, files.Config{Prefix: filesNS})
-		eng := batches.NewEngine(batches.Config{KV: kv, Files: store, Instance: instance.String(), Logger: logger.Named("batches"),
-			Prefix: batchesNS})
+		cfg := batches.Config{KV: kv, Files: store, Instance: instance.String(), Logger: logger.Named("batches"), Prefix: batchesNS}
+		if clustered {
+			// With Redis the cluster owns the batches: each runs under a
+			// lease, is taken over when its owner dies, and records every
+			// finished line at once, so a takeover reruns only the lines
+			// that were in flight.
+			cfg.Lease, cfg.CheckpointEvery = batches.DefaultLease, 1
+		}
+		eng := batches.NewEngine(cfg)
 		return batchEngine{files: store, engine: eng}, nil
 	})
 	if err != nil {

@@ -240,6 +240,9 @@ func (e *Engine) finish(j *job, reason int, errs []LineError, st *progress) {
 	})
 	if ok {
 		e.dropParts(j)
+		if e.leaser() != nil {
+			e.dropMarks(j)
+		}
 	}
 }
 
@@ -257,7 +260,13 @@ func hasCode(errs []LineError, code string) bool {
 // terminal status that storage lacks. false when the engine stopped
 // first.
 func (e *Engine) publish(j *job, change func(*Batch)) bool {
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
 	e.mu.Lock()
+	if j.lost {
+		e.mu.Unlock()
+		return false
+	}
 	snap := *j.rec
 	snap.Batch = *j.rec.Batch.clone()
 	e.mu.Unlock()
@@ -268,6 +277,7 @@ func (e *Engine) publish(j *job, change func(*Batch)) bool {
 	}
 	e.mu.Lock()
 	j.rec.Batch = snap.Batch
+	j.final = true
 	e.mu.Unlock()
 	return true
 }

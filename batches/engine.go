@@ -64,6 +64,14 @@ type Config struct {
 	MaxLineBytes int
 	// Limits bounds the batches of the engine (see SetLimits).
 	Limits Limits
+	// Lease, when set and KV is a Leaser (Redis), runs each batch under a
+	// lease of this length in the shared store: the owner renews it every
+	// watchEvery, and when it lapses (the owner crashed, was killed or
+	// replaced) another instance takes the batch over within Lease and a
+	// half, resuming from its recorded lines. Cancels and counts then work
+	// from any instance within a second. Without it (one instance, Caddy
+	// storage) an instance resumes only its own batches, at Start.
+	Lease time.Duration
 	// Now replaces time.Now (tests drive expiry with it).
 	Now func() time.Time
 	// Logger receives operational events; never request contents.
@@ -108,6 +116,8 @@ type Engine struct {
 	stop      context.CancelFunc
 	wg        sync.WaitGroup
 	startOnce sync.Once
+	// abandoned makes a stop keep the leases, as a crash does (tests).
+	abandoned bool
 }
 
 // job is a batch running on this engine. rec and the fields after it
@@ -121,6 +131,16 @@ type job struct {
 	stopped   bool
 	cancelled bool
 	abort     *LineError
+	// lost is set when another instance took the batch's lease: this
+	// one writes nothing more for it.
+	lost bool
+
+	// wmu orders the record writes of the driver and of the lease
+	// watcher, each snapshot taken under it, so an older snapshot never
+	// overwrites a newer one; final is set once the terminal record is
+	// stored, after which nothing else is written.
+	wmu   sync.Mutex
+	final bool
 }
 
 // halt closes j.stop once; the caller holds e.mu.
@@ -238,6 +258,10 @@ func (e *Engine) Start() {
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
+			if l := e.leaser(); l != nil {
+				e.adoptLoop(l)
+				return
+			}
 			e.resume()
 		}()
 	})
@@ -329,6 +353,14 @@ func (e *Engine) Create(ctx context.Context, caller Caller, header http.Header, 
 	}
 	e.running[b.ID] = j
 	e.mu.Unlock()
+	// The lease is taken before the record exists, so no other instance
+	// can adopt the new batch.
+	if l := e.leaser(); l != nil && (!e.claim(l, caller.WorkspaceID, b.ID) || e.markActive(ctx, caller.WorkspaceID, b.ID) != nil) {
+		e.mu.Lock()
+		delete(e.running, b.ID)
+		e.mu.Unlock()
+		return nil, apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable, "the gateway's batch store is unavailable").WithCode("store_unavailable")
+	}
 	if err := e.save(ctx, rec); err != nil {
 		e.mu.Lock()
 		delete(e.running, b.ID)
@@ -367,17 +399,44 @@ func (e *Engine) checkInput(ctx context.Context, caller Caller, id string) error
 
 // launch registers j as running and starts its driver.
 // (Create has registered it already, under the limit.)
-func (e *Engine) launch(j *job) {
+func (e *Engine) launch(j *job) { e.launchWith(j, func() { e.drive(j) }) }
+
+// launchWith registers j as running and runs run for it, under its lease
+// when the engine has leases: watched while it runs, released after
+// (unless another instance took it, or the engine was abandoned as a
+// crash leaves it), so a batch stopped with its engine is adopted by
+// another instance at once.
+func (e *Engine) launchWith(j *job, run func()) {
+	id, ws := j.rec.Batch.ID, j.rec.Caller.WorkspaceID
 	e.mu.Lock()
-	e.running[j.rec.Batch.ID] = j
+	e.running[id] = j
 	e.mu.Unlock()
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
-		e.drive(j)
+		l := e.leaser()
+		var done chan struct{}
+		if l != nil {
+			done = make(chan struct{})
+			e.wg.Add(1)
+			go func() {
+				defer e.wg.Done()
+				e.watch(j, l, done)
+			}()
+		}
+		run()
+		if done != nil {
+			close(done)
+		}
 		e.mu.Lock()
-		delete(e.running, j.rec.Batch.ID)
+		delete(e.running, id)
+		keep := j.lost || e.abandoned
 		e.mu.Unlock()
+		if l != nil && !keep {
+			ctx, cancel := ioCtx()
+			_ = l.Release(ctx, e.leaseKey(ws, id), e.cfg.Instance)
+			cancel()
+		}
 	}()
 }
 
@@ -417,7 +476,7 @@ func (e *Engine) Get(ctx context.Context, workspace, id string) (*Batch, error) 
 // Cancel moves a batch to cancelling: no new line starts, running lines
 // finish, then the batch is cancelled with partial results. A batch
 // running on another instance is marked in storage and its engine picks
-// the mark up at its next checkpoint. Terminal batches give a 400.
+// the mark up within watchEvery (with leases) or at its next checkpoint. Terminal batches give a 400.
 func (e *Engine) Cancel(ctx context.Context, workspace, id string) (*Batch, error) {
 	if !IsManagedID(id) {
 		return nil, notFound(id)
@@ -455,6 +514,13 @@ func (e *Engine) Cancel(ctx context.Context, workspace, id string) (*Batch, erro
 		return &rec.Batch, nil
 	case StatusValidating, StatusInProgress:
 		rec.Batch.Status, rec.Batch.CancellingAt = StatusCancelling, ptr(e.cfg.Now().Unix())
+		if e.leaser() != nil {
+			// The owner's record writes could overwrite the status; the
+			// mark it watches for cannot be.
+			if err := e.cfg.KV.Store(ctx, e.cancelKey(workspace, id), []byte("1")); err != nil {
+				return nil, storeFailure()
+			}
+		}
 		if err := e.save(ctx, rec); err != nil {
 			return nil, storeFailure()
 		}

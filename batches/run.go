@@ -160,6 +160,10 @@ func (e *Engine) drive(j *job) {
 		return // unfinished in storage; resumed at the next Start
 	}
 	e.mu.Lock()
+	if j.lost {
+		e.mu.Unlock()
+		return // another instance runs the batch now
+	}
 	if j.cancelled || j.abort != nil {
 		reason = reasonHalted
 	}
@@ -312,6 +316,12 @@ func (e *Engine) release(sem chan struct{}) {
 // means the engine stopped first (the lines not written run again at
 // the resume).
 func (e *Engine) checkpoint(j *job, res *results, st *progress) bool {
+	e.mu.Lock()
+	lost := j.lost
+	e.mu.Unlock()
+	if lost {
+		return false
+	}
 	out, errs := res.take()
 	ws, id := j.rec.Caller.WorkspaceID, j.rec.Batch.ID
 	for _, p := range []struct {
@@ -341,6 +351,9 @@ func (e *Engine) checkpoint(j *job, res *results, st *progress) bool {
 			e.abortWith(j, outputTooLarge(e.cfg.Files.MaxBytes()))
 		}
 	}
+	if e.leaser() != nil {
+		return e.persist(j) // the lease watcher picks up cancels
+	}
 	ctx, cancel := ioCtx()
 	stored, err := e.loadKey(ctx, e.key(ws, id))
 	cancel()
@@ -356,11 +369,25 @@ func (e *Engine) checkpoint(j *job, res *results, st *progress) bool {
 	return e.persist(j)
 }
 
+// persistIfLive stores the record unless the batch is terminal or lost
+// (the lease watcher's writes); false when it could not.
+func (e *Engine) persistIfLive(j *job) bool { return e.persist(j) }
+
 // persist saves a snapshot of the record, taken under the lock and
 // written without it, retrying through a store outage; false when the
 // engine stopped first.
 func (e *Engine) persist(j *job) bool {
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
 	e.mu.Lock()
+	if j.lost {
+		e.mu.Unlock()
+		return false
+	}
+	if j.final {
+		e.mu.Unlock()
+		return true
+	}
 	snap := *j.rec
 	snap.Batch = *j.rec.Batch.clone()
 	e.mu.Unlock()
@@ -486,17 +513,7 @@ func (e *Engine) resume() {
 		if running {
 			continue
 		}
-		j := &job{rec: rec, stop: make(chan struct{})}
-		if rec.Batch.Status == StatusCancelling {
-			j.cancelled = true
-			j.halt()
-		}
-		if !rec.Resumable {
-			e.finish(j, reasonNone, []LineError{{Code: "gateway_restarted", Message: "the gateway restarted while the batch ran; it was created with credentials the gateway does not store, so it could not resume"}}, nil)
-			continue
-		}
-		e.cfg.Logger.Info("batch: resuming", zap.String("batch_id", rec.Batch.ID), zap.String("status", rec.Batch.Status))
-		e.launch(j)
+		e.start(rec, false)
 	}
 }
 

@@ -273,3 +273,31 @@ func ListKeys(ctx context.Context, kv KV, prefix string, recursive bool) ([]stri
 		}
 	}
 }
+
+// claimScript takes a lease: free, or already the caller's, it is set to
+// the owner for the TTL (renewed); held by another owner, it is refused.
+var claimScript = redis.NewScript(`
+local v = redis.call("GET", KEYS[1])
+if v == false or v == ARGV[1] then
+  redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
+  return 1
+end
+return 0`)
+
+// releaseScript drops a lease only when the caller holds it.
+var releaseScript = redis.NewScript(`
+if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end
+return 0`)
+
+// Claim takes or renews the lease key for owner for ttl; false when
+// another owner holds it. A lease is a plain key with an expiry, outside
+// the folder indexes.
+func (r *Redis) Claim(ctx context.Context, key, owner string, ttl time.Duration) (bool, error) {
+	n, err := claimScript.Run(ctx, r.client, []string{r.prefix + key}, owner, ttl.Milliseconds()).Int64()
+	return n == 1, err
+}
+
+// Release drops the lease key if owner holds it.
+func (r *Redis) Release(ctx context.Context, key, owner string) error {
+	return releaseScript.Run(ctx, r.client, []string{r.prefix + key}, owner).Err()
+}
