@@ -27,7 +27,7 @@ func cacheable(method string, op providers.Operation) bool {
 		return false
 	}
 	switch op {
-	case providers.OpChat, providers.OpCompletions, providers.OpEmbeddings:
+	case providers.OpChat, providers.OpCompletions, providers.OpEmbeddings, providers.OpMessages:
 		return true
 	}
 	return false
@@ -68,6 +68,12 @@ type cachedTarget struct {
 func (rc *responseCache) request(q *Request, p *attemptPlan) *cachedTarget {
 	t := p.target
 	if t.Cache == nil || !cacheable(q.Call.Method, p.op) || (!cacheable(q.Call.Method, q.Call.Op) && q.adapter == nil) {
+		return nil
+	}
+	if p.op == providers.OpMessages && p.stream {
+		// A stored answer is served as a stream in OpenAI's format
+		// only (cache.Synthesize): a native Messages stream is not
+		// cached. Translated targets cache their chat completion.
 		return nil
 	}
 	path := q.Call.Path

@@ -47,7 +47,7 @@ func (g *Gateway) provisionGuardrails() {
 // gateway skips them for every other call.
 func guardedOp(op providers.Operation) bool {
 	switch op {
-	case providers.OpChat, providers.OpCompletions, providers.OpEmbeddings, providers.OpResponses:
+	case providers.OpChat, providers.OpCompletions, providers.OpEmbeddings, providers.OpResponses, providers.OpMessages:
 		return true
 	}
 	return false
@@ -304,7 +304,10 @@ func (s *guardStep) after(ctx context.Context, o routing.Outcome) routing.Outcom
 	}
 	status := guardrails.Status(cur.before, after, h.status)
 	if guardrails.HasResults(cur.before, after) {
-		if h.stream {
+		if h.stream && s.gs.q.Call.Op == providers.OpMessages {
+			// Anthropic's stream has no event for them: an extra one
+			// would break its clients. They are in the log.
+		} else if h.stream {
 			body = withHookEvent(body, rec.json())
 		} else {
 			body = attachResults(body, rec.json())

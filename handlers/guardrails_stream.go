@@ -8,6 +8,7 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/guardrails"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/sse"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 )
 
@@ -185,12 +186,24 @@ func (sg *streamGuard) heldOutcome(e *executor, c *capture, res *result, aborted
 	if sg.overflow {
 		return tooLarge()
 	}
-	if !bytes.Contains(sg.buf.Bytes(), sseDoneEvent) {
+	if !streamComplete(c.call.Op, sg.buf.Bytes()) {
 		return res.fail(apierror.Newf(http.StatusBadGateway, apierror.TypeUpstream,
 			"provider %s's stream ended before it completed", t.Settings.Provider).WithCode("upstream_incomplete"), routing.CauseNone)
 	}
 	res.held = &heldAnswer{status: sg.status, header: sg.header, body: sg.buf.Bytes(), stream: true}
 	return routing.Outcome{Status: sg.status, Result: res}
+}
+
+// messageStop is the event that ends an Anthropic Messages stream.
+var messageStop = []byte(`"type":"message_stop"`)
+
+// streamComplete reports whether a held stream of op ended as its format
+// ends a complete answer: [DONE], or a Messages stream's message_stop.
+func streamComplete(op providers.Operation, body []byte) bool {
+	if op == providers.OpMessages {
+		return bytes.Contains(body, messageStop)
+	}
+	return bytes.Contains(body, sseDoneEvent)
 }
 
 // streamText assembles the text of a complete SSE answer.

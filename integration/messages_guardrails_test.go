@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -10,19 +11,11 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// messagesGuarded says whether the pipeline runs hooks and guardrails for
-// the Messages API (guardedOp in handlers/guardrails.go). With it set,
-// this test passes (checked with the one-word change applied).
-const messagesGuarded = false
-
 // TestMessagesGuardrailDeny: a denying input guardrail answers 446 on
 // /v1/messages, in Anthropic's error shape with the hook results beside
 // it, before any provider call, for native and translated targets alike,
 // streamed or not; a request that passes reaches the provider.
 func TestMessagesGuardrailDeny(t *testing.T) {
-	if !messagesGuarded {
-		t.Skip("hooks do not run for /v1/messages until handlers/guardrails.go's guardedOp lists providers.OpMessages")
-	}
 	up := newFakeOpenAI(t)
 	up.Hook = toolChat
 	ant := messagesAnthropic(t)
@@ -55,5 +48,81 @@ func TestMessagesGuardrailDeny(t *testing.T) {
 				t.Fatalf("a passing request failed: %v", err)
 			}
 		})
+	}
+}
+
+// TestMessagesOutputGuardrailStream: an output guardrail that can deny
+// holds a native Messages stream until its verdict: a passing answer
+// reaches the SDK as a well-formed Anthropic stream (no extra event), a
+// failing one is a 446 in Anthropic's shape.
+func TestMessagesOutputGuardrailStream(t *testing.T) {
+	ant := messagesAnthropic(t)
+	loadProviderSite(t)
+	for _, tc := range []struct {
+		name   string
+		rule   string
+		status int
+	}{
+		{"passes", `(?i)never-in-the-answer`, http.StatusOK},
+		{"denied", `.`, 446},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			config := strings.Replace(anthropicTarget(ant), `{`, `{"output_guardrails":[{"default.regexMatch":{"rule":"`+tc.rule+`","not":true},"deny":true}],`, 1)
+			if tc.status != http.StatusOK {
+				body := `{"model":"claude-sonnet-4-5","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"Hello"}]}`
+				resp, raw := translatedDo(t, "POST", "/messages", []byte(body), configHeader(config)...)
+				if typ, _ := anthropicError(t, raw); resp.StatusCode != tc.status || typ == "" {
+					t.Fatalf("status %d: %s", resp.StatusCode, raw)
+				}
+				return
+			}
+			client := messagesClient(configHeader(config)...)
+			stream := client.Messages.NewStreaming(context.Background(), userText("claude-sonnet-4-5", "Hello"))
+			var text strings.Builder
+			events := 0
+			for stream.Next() {
+				events++
+				ev := stream.Current()
+				if ev.Type == "content_block_delta" {
+					text.WriteString(ev.Delta.Text)
+				}
+			}
+			if err := stream.Err(); err != nil || events == 0 || text.Len() == 0 {
+				t.Fatalf("stream: %d events, text %q, err %v", events, text.String(), err)
+			}
+		})
+	}
+}
+
+// TestMessagesCacheNative: a native Messages answer is cached like a chat
+// completion (HIT on the same body, the provider called once); a
+// streamed native call is not cached.
+func TestMessagesCacheNative(t *testing.T) {
+	ant := messagesAnthropic(t)
+	loadProviderSite(t)
+	config := strings.Replace(anthropicTarget(ant), `{`, `{"cache":{"mode":"simple"},`, 1)
+	body := `{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[{"role":"user","content":"cache me `+t.Name()+`"}]}`
+	var first []byte
+	for i, want := range []string{"MISS", "HIT"} {
+		before := len(ant.seen)
+		resp, raw := translatedDo(t, "POST", "/messages", []byte(body), configHeader(config)...)
+		if resp.StatusCode != 200 || resp.Header.Get("x-gateway-cache-status") != want {
+			t.Fatalf("call %d: %d %q: %s", i, resp.StatusCode, resp.Header.Get("x-gateway-cache-status"), raw)
+		}
+		if called := len(ant.seen) - before; (want == "HIT") == (called != 0) {
+			t.Fatalf("call %d (%s): provider called %d times", i, want, called)
+		}
+		if i == 0 {
+			first = raw
+		} else if string(raw) != string(first) {
+			t.Fatalf("the hit differs from the answer:\n%s\n%s", first, raw)
+		}
+	}
+	stream := strings.Replace(body, `"max_tokens"`, `"stream":true,"max_tokens"`, 1)
+	for i := 0; i < 2; i++ {
+		resp, raw := translatedDo(t, "POST", "/messages", []byte(stream), configHeader(config)...)
+		if resp.StatusCode != 200 || resp.Header.Get("x-gateway-cache-status") == "HIT" || !strings.Contains(string(raw), "message_stop") {
+			t.Fatalf("stream %d: %d %q: %s", i, resp.StatusCode, resp.Header.Get("x-gateway-cache-status"), raw)
+		}
 	}
 }

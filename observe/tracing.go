@@ -65,7 +65,7 @@ const (
 // ("images", "audio.speech", …), a bounded set.
 func OperationName(op providers.Operation) string {
 	switch op {
-	case providers.OpChat, providers.OpResponses:
+	case providers.OpChat, providers.OpResponses, providers.OpMessages:
 		return OperationChat
 	case providers.OpCompletions:
 		return OperationTextCompletion
