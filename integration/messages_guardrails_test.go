@@ -101,7 +101,7 @@ func TestMessagesCacheNative(t *testing.T) {
 	ant := messagesAnthropic(t)
 	loadProviderSite(t)
 	config := strings.Replace(anthropicTarget(ant), `{`, `{"cache":{"mode":"simple"},`, 1)
-	body := `{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[{"role":"user","content":"cache me `+t.Name()+`"}]}`
+	body := `{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[{"role":"user","content":"cache me ` + t.Name() + `"}]}`
 	var first []byte
 	for i, want := range []string{"MISS", "HIT"} {
 		before := len(ant.seen)
