@@ -311,8 +311,12 @@ func notFound(id string) *apierror.Error {
 	return apierror.Newf(http.StatusNotFound, apierror.TypeInvalidRequest, "No batch found with id %s.", apierror.QuoteID(id)).WithCode("not_found")
 }
 
+// storeFailure is the answer of a management call while the batch store
+// (Redis, or Caddy storage) cannot be read or written: a 503 naming it,
+// which a client retries.
 func storeFailure() *apierror.Error {
-	return apierror.New(http.StatusInternalServerError, apierror.TypeServer, "the gateway could not read its batch store")
+	return apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable, "the gateway's batch store is unavailable; retry later").
+		WithCode("store_unavailable")
 }
 
 // Create validates a POST /v1/batches body, checks the input file and
@@ -365,7 +369,7 @@ func (e *Engine) Create(ctx context.Context, caller Caller, header http.Header, 
 		e.mu.Lock()
 		delete(e.running, b.ID)
 		e.mu.Unlock()
-		return nil, apierror.New(http.StatusInternalServerError, apierror.TypeServer, "the gateway could not store the batch")
+		return nil, storeFailure()
 	}
 	snap := rec.Batch.clone()
 	e.launch(j)
