@@ -23,6 +23,8 @@ import (
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/ledger/ledgerapi"
 	// The usage-limit (budget) API.
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/budgets/budgetapi"
+	// The llm_console web console.
+	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/console"
 	// The llm_health liveness and readiness handler.
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/health"
 	// The llm_secrets log encoder and field filter mask credential headers

@@ -1,0 +1,349 @@
+package console
+
+import (
+	"crypto/tls"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+)
+
+const (
+	adminKey = "gw-admin-0123456789"
+	roKey    = "gw-readonly-0123456789"
+)
+
+// fakeAPI answers the gateway APIs the console calls: writes need the
+// admin key (a read-only key gets the API's 403), reads any known key.
+type fakeAPI struct {
+	mu    sync.Mutex
+	calls []string
+	keys  []string
+}
+
+func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.calls = append(f.calls, r.Method+" "+r.URL.Path)
+	f.keys = append(f.keys, r.Header.Get("x-gateway-api-key"))
+	f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	if r.Method != http.MethodGet && r.Header.Get("x-gateway-api-key") != adminKey {
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = io.WriteString(w, `{"error":{"message":"the key lacks the scope api_keys.create","type":"permission_error","code":"missing_scope"}}`)
+		return
+	}
+	switch {
+	case r.URL.Path == "/v1/api-keys" && r.Method == http.MethodGet:
+		_, _ = io.WriteString(w, `{"object":"list","total":1,"data":[{"id":"k1","key":"gw-AbCd****","name":"team-a","status":"active","scopes":["completions.write"]}],"has_more":false}`)
+	case strings.HasPrefix(r.URL.Path, "/v1/api-keys/workspace/"):
+		_, _ = io.WriteString(w, `{"id":"k2","key":"gw-new-secret-value","object":"api-key"}`)
+	case strings.HasPrefix(r.URL.Path, "/v1/api-keys/"):
+		_, _ = io.WriteString(w, `{}`)
+	case strings.HasPrefix(r.URL.Path, "/v1/analytics/graphs/"):
+		_, _ = io.WriteString(w, `{"summary":{"total":3,"total_usd":"0.01"},"data_points":[{"timestamp":"2026-01-01T00:00:00Z","total":3,"total_usd":"0.01"}]}`)
+	case r.URL.Path == "/v1/logs":
+		_, _ = io.WriteString(w, `{"object":"list","total":1,"data":[{"id":"1","trace_id":"tr-1","api_key":"team-a","model":"m","status":200}]}`)
+	default:
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, `{"error":{"message":"no"}}`)
+	}
+}
+
+func (f *fakeAPI) writes() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.calls {
+		if !strings.HasPrefix(c, "GET ") {
+			n++
+		}
+	}
+	return n
+}
+
+// newConsole is a console over a fake API, accepting the admin key
+// (every scope) and a read-only key (api_keys.list only).
+func newConsole(t *testing.T) (*Handler, *fakeAPI, *map[string]bool) {
+	t.Helper()
+	f := &fakeAPI{}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	accepted := map[string]bool{adminKey: true, roKey: true}
+	h := &Handler{API: srv.URL + "/v1"}
+	if err := h.setup(); err != nil {
+		t.Fatal(err)
+	}
+	h.auth = func(k string) (*app.Identity, bool) {
+		if !accepted[k] {
+			return nil, false
+		}
+		if k == roKey {
+			return &app.Identity{Name: "ro", Scopes: []string{"api_keys.list"}}, true
+		}
+		return &app.Identity{Name: "admin"}, true
+	}
+	return h, f, &accepted
+}
+
+func serve(h *Handler, method, path string, form url.Values, cookie string, mod ...func(*http.Request)) *httptest.ResponseRecorder {
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	r := httptest.NewRequest(method, path, body)
+	if form != nil {
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if cookie != "" {
+		r.AddCookie(&http.Cookie{Name: cookieName, Value: cookie})
+	}
+	for _, m := range mod {
+		m(r)
+	}
+	w := httptest.NewRecorder()
+	_ = h.ServeHTTP(w, r, nil)
+	return w
+}
+
+// signIn signs key in and returns the session id and CSRF token.
+func signIn(t *testing.T, h *Handler, key string) (string, string) {
+	t.Helper()
+	w := serve(h, "POST", "/signin", url.Values{"key": {key}}, "")
+	if w.Code != http.StatusSeeOther {
+		t.Fatalf("sign-in: %d %s", w.Code, w.Body)
+	}
+	var id string
+	for _, c := range w.Result().Cookies() {
+		if c.Name == cookieName {
+			id = c.Value
+		}
+	}
+	s, ok := h.sessions.get(id)
+	if !ok {
+		t.Fatal("no session after sign-in")
+	}
+	return id, s.csrf
+}
+
+func TestSession(t *testing.T) {
+	h, _, accepted := newConsole(t)
+	// Signed out: pages send to sign-in, POSTs are refused.
+	if w := serve(h, "GET", "/keys", nil, ""); w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/signin" {
+		t.Fatalf("signed out GET: %d %q", w.Code, w.Header().Get("Location"))
+	}
+	if w := serve(h, "GET", "/keys", nil, "made-up"); w.Code != http.StatusSeeOther {
+		t.Fatalf("unknown session: %d", w.Code)
+	}
+	for _, tc := range []struct {
+		name string
+		key  string
+		want int
+	}{{"wrong key", "gw-nope", 401}, {"empty", "", 401}, {"huge", strings.Repeat("k", maxKeyLen+1), 401}, {"right", adminKey, 303}} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := serve(h, "POST", "/signin", url.Values{"key": {tc.key}}, "")
+			if w.Code != tc.want {
+				t.Fatalf("status %d, want %d", w.Code, tc.want)
+			}
+			cookies := w.Result().Cookies()
+			if tc.want != 303 {
+				if len(cookies) != 0 {
+					t.Fatal("a refused sign-in set a cookie")
+				}
+				return
+			}
+			if len(cookies) != 1 {
+				t.Fatalf("cookies: %v", cookies)
+			}
+			c := cookies[0]
+			if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Secure || c.Value == "" || strings.Contains(c.Value, tc.key) || len(c.Value) < 40 {
+				t.Fatalf("cookie %+v", c)
+			}
+			if strings.Contains(w.Header().Get("Set-Cookie"), tc.key) {
+				t.Fatal("the key is in Set-Cookie")
+			}
+		})
+	}
+	// Over TLS the cookie is Secure.
+	w := serve(h, "POST", "/signin", url.Values{"key": {adminKey}}, "", func(r *http.Request) { r.TLS = &tls.ConnectionState{} })
+	if c := w.Result().Cookies(); len(c) != 1 || !c[0].Secure {
+		t.Fatalf("TLS cookie: %+v", c)
+	}
+	id, _ := signIn(t, h, adminKey)
+	if w := serve(h, "GET", "/keys", nil, id); w.Code != 200 || strings.Contains(w.Body.String(), adminKey) {
+		t.Fatalf("keys page: %d (or the key is in the page)", w.Code)
+	}
+	// A key the gateway stops accepting (revoked) ends its session.
+	delete(*accepted, adminKey)
+	if w := serve(h, "GET", "/keys", nil, id); w.Code != http.StatusSeeOther {
+		t.Fatalf("revoked key's session: %d", w.Code)
+	}
+	if _, ok := h.sessions.get(id); ok {
+		t.Fatal("the revoked key's session lives on")
+	}
+	(*accepted)[adminKey] = true
+	// Sign-out ends the session.
+	id, csrf := signIn(t, h, adminKey)
+	if w := serve(h, "POST", "/signout", url.Values{"csrf": {csrf}}, id); w.Code != http.StatusSeeOther {
+		t.Fatalf("sign-out: %d", w.Code)
+	}
+	if _, ok := h.sessions.get(id); ok {
+		t.Fatal("session lives after sign-out")
+	}
+}
+
+func TestCSRF(t *testing.T) {
+	h, f, _ := newConsole(t)
+	id, csrf := signIn(t, h, adminKey)
+	other, _ := signIn(t, h, adminKey)
+	otherCSRF, _ := h.sessions.get(other)
+	create := func(tok string) url.Values { return url.Values{"name": {"x"}, "csrf": {tok}} }
+	for _, tc := range []struct {
+		name string
+		form url.Values
+		mod  func(*http.Request)
+		want int
+	}{
+		{"no token", url.Values{"name": {"x"}}, nil, 403},
+		{"wrong token", create("nope"), nil, 403},
+		{"another session's token", create(otherCSRF.csrf), nil, 403},
+		{"cross-site", create(csrf), func(r *http.Request) { r.Header.Set("Sec-Fetch-Site", "cross-site") }, 403},
+		{"right token", create(csrf), func(r *http.Request) { r.Header.Set("Sec-Fetch-Site", "same-origin") }, 303},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := f.writes()
+			mods := []func(*http.Request){}
+			if tc.mod != nil {
+				mods = append(mods, tc.mod)
+			}
+			w := serve(h, "POST", "/keys/create", tc.form, id, mods...)
+			if w.Code != tc.want {
+				t.Fatalf("status %d, want %d: %s", w.Code, tc.want, w.Body)
+			}
+			if called := f.writes() > before; called != (tc.want == 303) {
+				t.Fatalf("API write called: %v", called)
+			}
+		})
+	}
+	// The created key's secret is shown once.
+	w := serve(h, "GET", "/keys", nil, id)
+	if !strings.Contains(w.Body.String(), "gw-new-secret-value") {
+		t.Fatal("the new secret is not shown")
+	}
+	if w := serve(h, "GET", "/keys", nil, id); strings.Contains(w.Body.String(), "gw-new-secret-value") {
+		t.Fatal("the new secret is shown twice")
+	}
+}
+
+func TestScopes(t *testing.T) {
+	h, f, _ := newConsole(t)
+	id, csrf := signIn(t, h, roKey)
+	w := serve(h, "GET", "/keys", nil, id)
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `id="readonly"`) || strings.Contains(w.Body.String(), `action="/keys/create"`) ||
+		strings.Contains(w.Body.String(), `/keys/revoke`) {
+		t.Fatalf("read-only keys page: %d", w.Code)
+	}
+	// Forms shown or not, every write is the API's to refuse: 403.
+	for _, tc := range []struct{ path, id string }{{"/keys/create", ""}, {"/keys/rotate", "k1"}, {"/keys/revoke", "k1"}} {
+		t.Run(tc.path, func(t *testing.T) {
+			w := serve(h, "POST", tc.path, url.Values{"csrf": {csrf}, "id": {tc.id}, "name": {"x"}}, id)
+			if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "missing_scope") {
+				t.Fatalf("status %d: %s", w.Code, w.Body)
+			}
+		})
+	}
+	for _, k := range f.keys {
+		if k != roKey {
+			t.Fatalf("the API was called with another key")
+		}
+	}
+}
+
+func TestHeadersAndNoInlineCode(t *testing.T) {
+	h, _, _ := newConsole(t)
+	id, _ := signIn(t, h, adminKey)
+	inline := regexp.MustCompile(`<script>|<script [^>]*>[^<]|\sstyle=|\son[a-z]+=|javascript:`)
+	for _, path := range []string{"/signin", "/", "/keys", "/logs", "/playground", "/nope", "/static/console.js", "/static/console.css"} {
+		t.Run(path, func(t *testing.T) {
+			w := serve(h, "GET", path, nil, id)
+			got := w.Header().Get("Content-Security-Policy")
+			if !strings.Contains(got, "default-src 'self'") || strings.Contains(got, "unsafe") || !strings.Contains(got, "frame-ancestors 'none'") {
+				t.Fatalf("CSP %q", got)
+			}
+			if w.Header().Get("X-Content-Type-Options") != "nosniff" {
+				t.Fatal("no nosniff")
+			}
+			if strings.HasSuffix(w.Header().Get("Content-Type"), "charset=utf-8") && strings.HasPrefix(w.Header().Get("Content-Type"), "text/html") {
+				if m := inline.FindString(w.Body.String()); m != "" {
+					t.Fatalf("inline code %q", m)
+				}
+				if w.Header().Get("Cache-Control") != "no-store" {
+					t.Fatal("a page may be cached")
+				}
+			}
+		})
+	}
+}
+
+func TestHostileInput(t *testing.T) {
+	h, _, _ := newConsole(t)
+	id, csrf := signIn(t, h, adminKey)
+	for _, tc := range []struct {
+		name, method, path string
+		form               url.Values
+		want               int
+	}{
+		{"huge form", "POST", "/playground", url.Values{"csrf": {csrf}, "message": {strings.Repeat("x", maxForm)}}, 413},
+		{"long message", "POST", "/playground", url.Values{"csrf": {csrf}, "model": {"m"}, "message": {strings.Repeat("x", maxMessage+1)}}, 400},
+		{"put", "PUT", "/keys", nil, 405},
+		{"unknown page", "GET", "/admin", nil, 404},
+		{"unknown action", "POST", "/keys/explode", url.Values{"csrf": {csrf}}, 404},
+		{"rotate without id", "POST", "/keys/rotate", url.Values{"csrf": {csrf}}, 400},
+		{"static traversal", "GET", "/static/../module.go", nil, 404},
+		{"logs huge page", "GET", "/logs?page=99999999999&key=" + strings.Repeat("k", 5000), nil, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if w := serve(h, tc.method, tc.path, tc.form, id); w.Code != tc.want {
+				t.Fatalf("status %d, want %d", w.Code, tc.want)
+			}
+		})
+	}
+}
+
+func TestSessionBound(t *testing.T) {
+	s := newSessions()
+	for i := 0; i < MaxSessions; i++ {
+		if _, _, err := s.create("k", DefaultSessionTTL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := s.create("k", DefaultSessionTTL); err != errTooManySessions {
+		t.Fatalf("past the bound: %v", err)
+	}
+	// Expired sessions make room.
+	s2 := newSessions()
+	for i := 0; i < MaxSessions; i++ {
+		_, _, _ = s2.create("k", -1)
+	}
+	if _, _, err := s2.create("k", DefaultSessionTTL); err != nil {
+		t.Fatalf("expired sessions kept their room: %v", err)
+	}
+}
+
+func TestOverviewAndLogs(t *testing.T) {
+	h, _, _ := newConsole(t)
+	id, _ := signIn(t, h, adminKey)
+	w := serve(h, "GET", "/?range=7d", nil, id)
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `<rect class="bar"`) || !strings.Contains(w.Body.String(), `id="requests">3<`) {
+		t.Fatalf("overview: %d %s", w.Code, w.Body)
+	}
+	w = serve(h, "GET", "/logs?key=team-a", nil, id)
+	if w.Code != 200 || !strings.Contains(w.Body.String(), "tr-1") {
+		t.Fatalf("logs: %d", w.Code)
+	}
+}

@@ -1,0 +1,242 @@
+package console
+
+import (
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// funcs are the templates' helpers.
+var funcs = template.FuncMap{
+	"join": strings.Join,
+	"add":  func(a, b int) int { return a + b },
+}
+
+// ranges are the overview's choices, by the name the form sends.
+var ranges = []struct {
+	Name string
+	D    time.Duration
+}{{"1h", time.Hour}, {"24h", 24 * time.Hour}, {"7d", 7 * 24 * time.Hour}, {"30d", 30 * 24 * time.Hour}}
+
+// bucket is one row of the overview: a bucket of the analytics graphs.
+type bucket struct {
+	Time     string
+	Requests int64
+	Errors   int64
+	Tokens   int64
+	CostUSD  string
+	// X, Y, W, H place its bar in the SVG chart.
+	X, Y, W, H int
+}
+
+type overviewData struct {
+	Range    string
+	Ranges   []string
+	Requests int64
+	Errors   int64
+	Tokens   int64
+	CostUSD  string
+	Buckets  []bucket
+	// Rows are the buckets with traffic, for the table.
+	Rows []bucket
+}
+
+// graph is an analytics graph as the API answers it.
+type graph struct {
+	Summary    map[string]json.RawMessage   `json:"summary"`
+	DataPoints []map[string]json.RawMessage `json:"data_points"`
+}
+
+func num(m map[string]json.RawMessage, k string) int64 {
+	var f float64
+	_ = json.Unmarshal(m[k], &f)
+	return int64(f)
+}
+
+func str(m map[string]json.RawMessage, k string) string {
+	var s string
+	_ = json.Unmarshal(m[k], &s)
+	return s
+}
+
+// Chart geometry, in SVG user units.
+const chartW, chartH = 600, 120
+
+// overview shows requests, errors, tokens and cost over a range, from
+// the analytics graphs (the same numbers any client reads).
+func (h *Handler) overview(w http.ResponseWriter, r *http.Request, c *ctx) {
+	d := &overviewData{Range: "24h"}
+	span := 24 * time.Hour
+	for _, rg := range ranges {
+		d.Ranges = append(d.Ranges, rg.Name)
+		if rg.Name == r.URL.Query().Get("range") {
+			d.Range, span = rg.Name, rg.D
+		}
+	}
+	now := time.Now().UTC()
+	q := url.Values{"time_of_generation_min": {now.Add(-span).Format(time.RFC3339)}, "time_of_generation_max": {now.Format(time.RFC3339)}}
+	var req, errs, tok, cost graph
+	for _, g := range []struct {
+		path string
+		out  *graph
+	}{{"/analytics/graphs/requests", &req}, {"/analytics/graphs/errors", &errs}, {"/analytics/graphs/tokens", &tok}, {"/analytics/graphs/cost", &cost}} {
+		if err := h.getJSON(r, c.s.key, g.path, q, g.out); err != nil {
+			h.renderFor(w, r, c, statusOf(err), "overview", &page{Title: "Overview", Err: err.Error(), Data: d})
+			return
+		}
+	}
+	d.Requests, d.Errors, d.Tokens = num(req.Summary, "total"), num(errs.Summary, "total"), num(tok.Summary, "total")
+	d.CostUSD = str(cost.Summary, "total_usd")
+	n := len(req.DataPoints)
+	var peak int64 = 1
+	for _, p := range req.DataPoints {
+		peak = max(peak, num(p, "total"))
+	}
+	for i, p := range req.DataPoints {
+		b := bucket{Time: str(p, "timestamp"), Requests: num(p, "total")}
+		if i < len(errs.DataPoints) {
+			b.Errors = num(errs.DataPoints[i], "total")
+		}
+		if i < len(tok.DataPoints) {
+			b.Tokens = num(tok.DataPoints[i], "total")
+		}
+		if i < len(cost.DataPoints) {
+			b.CostUSD = str(cost.DataPoints[i], "total_usd")
+		}
+		b.W = max(1, chartW/max(n, 1)-1)
+		b.X = i * chartW / max(n, 1)
+		b.H = int(b.Requests * chartH / peak)
+		b.Y = chartH - b.H
+		d.Buckets = append(d.Buckets, b)
+		if b.Requests > 0 {
+			d.Rows = append(d.Rows, b)
+		}
+	}
+	h.renderFor(w, r, c, http.StatusOK, "overview", &page{Title: "Overview", Data: d})
+}
+
+// keyRow is one key of the keys page.
+type keyRow struct {
+	ID        string    `json:"id"`
+	Key       string    `json:"key"`
+	Name      string    `json:"name"`
+	Type      string    `json:"type"`
+	Status    string    `json:"status"`
+	Scopes    []string  `json:"scopes"`
+	Source    string    `json:"source"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+type keysData struct {
+	Keys    []keyRow
+	Total   int
+	Next    string
+	After   string
+	Secret  string
+	NewName string
+	CanNew  bool
+	CanRot  bool
+	CanDel  bool
+}
+
+// keysPageSize is how many keys a page shows: one API call per page,
+// paged by cursor, however many keys there are.
+const keysPageSize = 50
+
+// keysPage lists the keys the signed-in key may see, one cursor page at
+// a time, and shows a secret just created or rotated once.
+func (h *Handler) keysPage(w http.ResponseWriter, r *http.Request, c *ctx) {
+	d := &keysData{CanNew: c.can("api_keys.create"), CanRot: c.can("api_keys.update"), CanDel: c.can("api_keys.delete")}
+	var flash string
+	d.Secret, d.NewName, flash = h.sessions.take(c.id)
+	q := url.Values{"page_size": {strconv.Itoa(keysPageSize)}}
+	if a := r.URL.Query().Get("after"); a != "" && len(a) <= 64 {
+		q.Set("after", a)
+		d.After = a
+	}
+	var list struct {
+		Total   int      `json:"total"`
+		Data    []keyRow `json:"data"`
+		HasMore bool     `json:"has_more"`
+		LastID  string   `json:"last_id"`
+	}
+	p := &page{Title: "Keys", Flash: flash, Data: d}
+	if err := h.getJSON(r, c.s.key, "/api-keys", q, &list); err != nil {
+		p.Err = err.Error()
+		h.renderFor(w, r, c, statusOf(err), "keys", p)
+		return
+	}
+	d.Keys, d.Total = list.Data, list.Total
+	if list.HasMore {
+		d.Next = list.LastID
+	}
+	h.renderFor(w, r, c, http.StatusOK, "keys", p)
+}
+
+// keysAction runs a keys-page form: create, rotate or revoke. Success
+// goes back to the keys page (showing a new secret once); an API refusal
+// answers the API's status with its message.
+func (h *Handler) keysAction(w http.ResponseWriter, r *http.Request, c *ctx, action string) {
+	var (
+		method, path string
+		body         any
+		name         string
+	)
+	id := r.PostFormValue("id")
+	switch action {
+	case "create":
+		name = strings.TrimSpace(r.PostFormValue("name"))
+		typ := r.PostFormValue("type")
+		if typ != "organisation" {
+			typ = "workspace"
+		}
+		var scopes []string
+		for _, s := range strings.Split(r.PostFormValue("scopes"), ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				scopes = append(scopes, s)
+			}
+		}
+		if scopes == nil {
+			scopes = []string{"completions.write"}
+		}
+		method, path = http.MethodPost, "/api-keys/"+typ+"/service"
+		body = map[string]any{"name": name, "scopes": scopes}
+	case "rotate":
+		method, path = http.MethodPost, "/api-keys/"+url.PathEscape(id)+"/rotate"
+		grace, err := strconv.ParseInt(r.PostFormValue("grace_minutes"), 10, 64)
+		if err != nil || grace < 0 {
+			grace = 60
+		}
+		body = map[string]any{"key_transition_period_ms": min(grace, 1<<30) * 60000}
+		name = r.PostFormValue("name")
+	case "revoke":
+		method, path = http.MethodDelete, "/api-keys/"+url.PathEscape(id)
+	default:
+		h.fail(w, r, c, http.StatusNotFound, "no such console action")
+		return
+	}
+	if action != "create" && (id == "" || len(id) > 64) {
+		h.fail(w, r, c, http.StatusBadRequest, "which key?")
+		return
+	}
+	_, _, raw, err := h.call(r.Context(), r, c.s.key, method, path, nil, body)
+	if err != nil {
+		h.fail(w, r, c, statusOf(err), fmt.Sprintf("%s: %v", action, err))
+		return
+	}
+	var out struct {
+		Key string `json:"key"`
+	}
+	if action != "revoke" && json.Unmarshal(raw, &out) == nil && out.Key != "" {
+		h.sessions.setSecret(c.id, name, out.Key)
+	}
+	if action == "revoke" {
+		h.sessions.setFlash(c.id, "revoked "+id)
+	}
+	h.redirect(w, r, "/keys")
+}
