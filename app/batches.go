@@ -7,6 +7,7 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/batches"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/files"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
 )
 
 // batchEngines holds the file store and managed batch engine for the
@@ -112,18 +113,25 @@ func (a *App) provisionBatches() error {
 	return nil
 }
 
-// HasCaller reports whether the gateway key a managed batch was created
-// with is still configured: a key of the same name, workspace and
-// organisation. A key removed or renamed by a reload fails this, and its
-// batches stop (batches.ErrCallerRevoked); a key whose secret was rotated
-// under the same name keeps its batches running.
-func (a *App) HasCaller(c batches.Caller) bool {
+// Caller returns the identity a managed batch's lines run as: the
+// Caddyfile key that created it while it is still configured, or the API
+// key (by id) while it is usable. false stops the batch: the key was
+// removed, revoked, disabled or has expired.
+func (a *App) Caller(c batches.Caller) (*Identity, bool) {
 	for _, k := range a.keys {
 		if k.id.Name == c.Name && k.id.WorkspaceID == c.WorkspaceID && k.id.OrganisationID == c.OrganisationID {
-			return true
+			return k.id, true
 		}
 	}
-	return false
+	if c.KeyID == "" || a.keyStore == nil {
+		return nil, false
+	}
+	ext, res := a.keyStore.Holder(c.KeyID)
+	id, ok := ext.(*Identity)
+	if res != keys.Valid || !ok || id.WorkspaceID != c.WorkspaceID {
+		return nil, false
+	}
+	return id, true
 }
 
 // startBatches resumes this instance's unfinished batches, once per

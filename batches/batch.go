@@ -43,6 +43,10 @@ type Caller struct {
 	Name           string `json:"name"`
 	WorkspaceID    string `json:"workspace_id"`
 	OrganisationID string `json:"organisation_id"`
+	// KeyID is the record id of the API key that created the batch
+	// (empty for a Caddyfile key): its lines run as that key while it is
+	// usable, with its allow-list and defaults.
+	KeyID string `json:"key_id,omitempty"`
 	// Admission is the key of the rate-limit stage the batch's creation
 	// passed (app.Admission), empty when its route had none; every line
 	// passes the same stage. Records written before it existed have none.

@@ -19,8 +19,8 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/files"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/jobs"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 )
 
 // maxProviderBatches is how many of the provider's newest batches a
@@ -62,6 +62,9 @@ func (g *Gateway) localJobs(r *http.Request, q *Request) (*localAnswer, error) {
 		}), nil
 	}
 	caller := batches.Caller{Name: q.Identity.Name, WorkspaceID: ws, OrganisationID: q.Identity.OrganisationID, Route: g.routeKey}
+	if q.Identity.Source == keys.SourceAPI {
+		caller.KeyID = q.Identity.KeyID
+	}
 	// The llm_ratelimit stage that admitted this request, if any: a
 	// managed batch's lines pass it too (see Input.Admission).
 	caller.Admission, _ = caddyhttp.GetVar(r.Context(), app.AdmissionVar).(string)
@@ -97,14 +100,13 @@ func jobArea(path string) (area, rest string) {
 // jobProvider is the provider slug the request routes to: that of its
 // only target, or "" when the routing headers name none, several or an
 // invalid plan (then with the plan's error; files and managed batches do
-// without, each batch line being routed on its own). A plan resolved here
-// is kept for the pass-through.
+// without, each batch line being routed on its own). The plan is kept
+// (routePlan) for the pass-through.
 func (g *Gateway) jobProvider(q *Request) (string, error) {
-	p, err := routing.Resolve(q.RouteHeader, g.app, g.configs)
+	p, err := g.routePlan(q)
 	if err != nil || p == nil {
 		return "", err
 	}
-	q.Plan = p
 	if len(p.Leaves) != 1 {
 		return "", nil
 	}
@@ -231,10 +233,10 @@ type batchRunner struct{ g *Gateway }
 // Run implements batches.Runner. A caller whose gateway key is no longer
 // configured runs nothing: batches.ErrCallerRevoked stops its batch.
 func (b batchRunner) Run(ctx context.Context, c batches.Caller, method, path string, header http.Header, body []byte) (int, []byte, error) {
-	if !b.g.app.HasCaller(c) {
+	id, ok := b.g.app.Caller(c)
+	if !ok {
 		return 0, nil, batches.ErrCallerRevoked
 	}
-	id := &app.Identity{Name: c.Name, WorkspaceID: c.WorkspaceID, OrganisationID: c.OrganisationID}
 	res, err := b.g.Run(ctx, &Input{Method: method, Path: path, Header: plainHeader(header), Body: body, Identity: id, Admission: c.Admission})
 	if err != nil {
 		return 0, nil, err

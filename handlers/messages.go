@@ -52,12 +52,11 @@ func (g *Gateway) messagesRoute(r *http.Request, q *Request, f *flight) (done bo
 	c.Model, c.Stream = mr.Model, mr.Stream && !count
 	a := &messagesAdapter{body: c.Body, r: mr, op: c.Op}
 	if count {
-		if q.Plan == nil {
-			if q.Plan, err = routing.Resolve(q.RouteHeader, g.app, g.configs); err != nil {
-				return false, err
-			}
+		p, err := g.routePlan(q)
+		if err != nil {
+			return false, err
 		}
-		if !a.anyNative(q.Plan) {
+		if !a.anyNative(p) {
 			f.localOp = providers.OpCountTokens
 			f.writeLocal(&localAnswer{op: providers.OpCountTokens, held: &heldAnswer{
 				status: http.StatusOK,

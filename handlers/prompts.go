@@ -60,9 +60,7 @@ func (g *Gateway) promptCompletion(r *http.Request, q *Request, ref string) erro
 		if err = json.Unmarshal(v.Target.ConfigObject(), &cfg); err != nil {
 			return apierror.Newf(http.StatusInternalServerError, apierror.TypeServer, "prompt %q version %d: unusable provider settings", p.Slug, v.Number)
 		}
-		if q.Plan, err = routing.ResolveConfig(&cfg, q.RouteHeader, g.app); err != nil {
-			return err
-		}
+		q.promptConfig = &cfg
 	}
 	return nil
 }

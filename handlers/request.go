@@ -36,8 +36,13 @@ type Request struct {
 	URLPath string
 	// ClientHeader is the client's HTTP header, for what is forwarded.
 	ClientHeader http.Header
-	// Plan is the routing plan, complete (prompt targets included).
+	// Plan is the routing plan, complete (prompt targets included);
+	// routePlan is its one writer.
 	Plan *routing.Plan
+	// planErr is why Plan could not be resolved; promptConfig is the
+	// prompt version's provider settings it is resolved from, if any.
+	planErr      error
+	promptConfig *routing.Config
 	// Prompt is the prompt a /v1/prompts/{id}/completions call rendered.
 	Prompt promptUse
 	// Envelope is set for a non-streamed prompt completion: a success is
@@ -188,11 +193,8 @@ func inspectBody(r *http.Request, c *providers.Call) error {
 // prompt targets resolved) and each leaf target's attempt plan. After
 // plan, q does not change.
 func (g *Gateway) plan(r *http.Request, q *Request) error {
-	var err error
-	if q.Plan == nil {
-		if q.Plan, err = routing.Resolve(q.RouteHeader, g.app.For(q.Identity), g.configs); err != nil {
-			return err
-		}
+	if _, err := g.routePlan(q); err != nil {
+		return err
 	}
 	if err := q.Plan.ResolvePrompts(r.Context(), g.app, q.Identity.WorkspaceID, q.RouteHeader); err != nil {
 		return err
@@ -203,6 +205,25 @@ func (g *Gateway) plan(r *http.Request, q *Request) error {
 	}
 	refuseModels(q)
 	return nil
+}
+
+// routePlan returns q's routing plan, resolved on first use and kept:
+// from a prompt version's saved provider settings (promptConfig) or from
+// the routing headers, through the caller's records resolver, so the
+// virtual keys and configs of the caller's workspace are found and no
+// other workspace's. Steps that need the plan before planning (the jobs
+// API's provider, whether a Messages target counts tokens) ask here
+// too, so q.Plan has this one writer.
+func (g *Gateway) routePlan(q *Request) (*routing.Plan, error) {
+	if q.Plan == nil && q.planErr == nil {
+		res := g.app.For(q.Identity)
+		if q.promptConfig != nil {
+			q.Plan, q.planErr = routing.ResolveConfig(q.promptConfig, q.RouteHeader, res)
+		} else {
+			q.Plan, q.planErr = routing.Resolve(q.RouteHeader, res, g.configs)
+		}
+	}
+	return q.Plan, q.planErr
 }
 
 // checkJSONObject is the check every inference body passes: a JSON

@@ -92,7 +92,7 @@ func bcall(t testing.TB, method, base, path string, body []byte, contentType str
 
 // uploadBatchFile stores content in the gateway's file store (no
 // provider header: the gateway keeps it) and returns its id.
-func uploadBatchFile(t testing.TB, base string, content []byte) string {
+func uploadBatchFile(t testing.TB, base string, content []byte, headers ...string) string {
 	t.Helper()
 	var buf bytes.Buffer
 	mw := multipart.NewWriter(&buf)
@@ -100,7 +100,7 @@ func uploadBatchFile(t testing.TB, base string, content []byte) string {
 	fw, _ := mw.CreateFormFile("file", "in.jsonl")
 	_, _ = fw.Write(content)
 	_ = mw.Close()
-	status, body := bcall(t, http.MethodPost, base, "/files", buf.Bytes(), mw.FormDataContentType())
+	status, body := bcall(t, http.MethodPost, base, "/files", buf.Bytes(), mw.FormDataContentType(), headers...)
 	id := gjson.GetBytes(body, "id").Str
 	if status != 200 || !strings.HasPrefix(id, "file-gw") {
 		t.Fatalf("upload: %d %s", status, body)
@@ -129,11 +129,11 @@ func mustCreateBatch(t testing.TB, base, fileID string, headers ...string) strin
 
 // waitBatchDone polls a batch until it is terminal (a safety bound, not
 // a timing assertion).
-func waitBatchDone(t testing.TB, base, id string) gjson.Result {
+func waitBatchDone(t testing.TB, base, id string, headers ...string) gjson.Result {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		status, body := bcall(t, http.MethodGet, base, "/batches/"+id, nil, "")
+		status, body := bcall(t, http.MethodGet, base, "/batches/"+id, nil, "", headers...)
 		b := gjson.ParseBytes(body)
 		if status != 200 {
 			t.Fatalf("get batch: %d %s", status, body)

@@ -220,6 +220,37 @@ func (s *Store) Lookup(key string) (ext any, rec *APIKey, res Result) {
 	return e.ext, e.rec, Valid
 }
 
+// Holder returns the identity of API key id and whether it may still be
+// used: work that runs later as a key (a managed batch's lines) checks
+// it again, by id, as a request checks the key it presents. A rotated
+// key's id stays the same, so its batches outlive the rotation.
+func (s *Store) Holder(id string) (ext any, res Result) {
+	s.mu.RLock()
+	r := s.idx.apiKeys[id]
+	var e *entry
+	if r != nil {
+		if d, err := ParseDigest(r.Digest); err == nil {
+			e = s.idx.byDigest[d]
+		}
+	}
+	s.mu.RUnlock()
+	if e == nil || e.rec.ID != id {
+		return nil, Unknown
+	}
+	now := s.opts.Now()
+	switch {
+	case e.rec.Status == StatusRevoked:
+		return nil, Revoked
+	case e.rec.Status == StatusDisabled:
+		return nil, Disabled
+	case e.rec.Status == StatusExhausted:
+		return nil, Exhausted
+	case IsExpired(e.rec.ExpiresAt, now):
+		return nil, Expired
+	}
+	return e.ext, Valid
+}
+
 // APIKey returns the key record with id.
 func (s *Store) APIKey(id string) (*APIKey, bool) {
 	s.mu.RLock()
