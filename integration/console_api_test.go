@@ -1,0 +1,60 @@
+package integration
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// TestConsoleScopesThroughGateway signs in to the console of a real
+// Caddy with a key that may only list keys: it sees the keys, and every
+// write it tries answers the keys API's 403; a POST without the CSRF
+// token answers 403 and changes nothing; the admin's writes work.
+func TestConsoleScopesThroughGateway(t *testing.T) {
+	up := newFakeOpenAI(t)
+	consoleSite(t, up.URL)
+	var ro struct {
+		ID  string `json:"id"`
+		Key string `json:"key"`
+	}
+	as(t, keysAdminKey, "POST", "/api-keys/workspace/service", `{"name":"reader","scopes":["api_keys.list"]}`, 200, &ro)
+
+	reader := newConsoleClient(t)
+	reader.signIn(ro.Key)
+	if code, body := reader.send("GET", "/keys", nil); code != 200 || !strings.Contains(body, `id="readonly"`) || !strings.Contains(body, "reader") {
+		t.Fatalf("read-only keys page: %d", code)
+	}
+	for _, tc := range []struct{ path string }{{"/keys/create"}, {"/keys/rotate"}, {"/keys/revoke"}} {
+		t.Run("read-only "+tc.path, func(t *testing.T) {
+			code, body := reader.send("POST", tc.path, url.Values{"csrf": {reader.csrf}, "id": {ro.ID}, "name": {"x"}})
+			if code != http.StatusForbidden || !strings.Contains(body, "missing_scope") {
+				t.Fatalf("status %d: %s", code, body)
+			}
+		})
+	}
+
+	admin := newConsoleClient(t)
+	admin.signIn(keysAdminKey)
+	if code, _ := admin.send("POST", "/keys/create", url.Values{"name": {"no-csrf"}}); code != http.StatusForbidden {
+		t.Fatalf("POST without CSRF: %d", code)
+	}
+	if code, _ := admin.send("POST", "/keys/create", url.Values{"name": {"with-csrf"}, "csrf": {admin.csrf}}); code != http.StatusSeeOther {
+		t.Fatalf("create: %d", code)
+	}
+	_, body := admin.send("GET", "/keys", nil)
+	if strings.Contains(body, "no-csrf") || !strings.Contains(body, "with-csrf") || !strings.Contains(body, `id="secret-value"`) {
+		t.Fatal("the keys page does not show exactly the key created with the token, with its secret")
+	}
+	// The reader's key revoked through the console ends its session.
+	if code, _ := admin.send("POST", "/keys/revoke", url.Values{"id": {ro.ID}, "csrf": {admin.csrf}}); code != http.StatusSeeOther {
+		t.Fatalf("revoke: %d", code)
+	}
+	if code, _ := reader.send("GET", "/keys", nil); code != http.StatusSeeOther {
+		t.Fatalf("a revoked key's console session: %d", code)
+	}
+	// Never the key in the gateway's log.
+	if strings.Contains(readLog(t), keysAdminKey) || strings.Contains(readLog(t), ro.Key) {
+		t.Fatal("a gateway key is in the log")
+	}
+}
