@@ -21,6 +21,7 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/upstream"
@@ -195,7 +196,7 @@ func (e *executor) attempt(ctx context.Context, p attemptPlan) (out routing.Outc
 		ae, cause := upstreamError(t, err)
 		return res.fail(ae, cause)
 	case c.mode == modeHold:
-		return e.held(c, res)
+		return e.held(c, res, &p)
 	case c.mode == modeBuffer:
 		body := c.buf.Bytes()
 		if c.tr != nil {
@@ -248,7 +249,7 @@ func (e *executor) finishCommitted(c *capture, res *result, sg *streamGuard) rou
 
 // held completes an answer that was held whole: checked, translated, and
 // handed to the sink; serve writes it once routing ends.
-func (e *executor) held(c *capture, res *result) routing.Outcome {
+func (e *executor) held(c *capture, res *result, p *attemptPlan) routing.Outcome {
 	body := c.buf.Bytes()
 	t := res.target
 	if c.tr != nil {
@@ -272,6 +273,9 @@ func (e *executor) held(c *capture, res *result) routing.Outcome {
 		} else {
 			res.usage = usageFromBody(body)
 		}
+	}
+	if p.models != nil && c.status == http.StatusOK {
+		body = keys.FilterModelList(body, p.models)
 	}
 	if c.store != nil {
 		c.store(body, false)

@@ -53,6 +53,9 @@ type attemptPlan struct {
 	hold holdReason
 	// cache is target's cache request; nil when it does not cache.
 	cache *cachedTarget
+	// models, when set, narrows a model list answer to the models these
+	// patterns allow (the caller's key's allow-list).
+	models []string
 
 	// Set by the steps, per attempt:
 	// label is the cache status the answer reports (statusNoCache

@@ -99,16 +99,21 @@ func checkModel(id *app.Identity, c *providers.Call) error {
 // refuseModels fails every attempt whose model, as sent (after a config's
 // override_params or a prompt's rendering), the caller's key may not use:
 // that target answers 403 model_not_allowed without being called, and a
-// fallback may try the next.
+// fallback may try the next. A model list (GET /v1/models) is held and
+// narrowed to the models the key may use.
 func refuseModels(q *Request) {
 	allowed := q.Identity.AllowedModels
 	if len(allowed) == 0 {
 		return
 	}
+	list := q.Call.Op == providers.OpModels && q.Call.Path == "/models"
 	for i := range q.attempts {
 		p := &q.attempts[i]
 		if p.err == nil && p.model != "" && !keys.ModelAllowed(allowed, p.model) {
 			p.err = modelNotAllowed(p.model)
+		}
+		if list {
+			p.models, p.hold = allowed, p.hold|holdWhole
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -32,5 +34,43 @@ func TestKeysBatchRunsAsAPIKey(t *testing.T) {
 	}
 	if up.count() != 3 {
 		t.Fatalf("the provider saw %d calls, want 3", up.count())
+	}
+}
+
+// TestKeysModelListNarrowed: GET /v1/models lists only the models the
+// key's allow-list permits; a key without one sees the provider's list.
+func TestKeysModelListNarrowed(t *testing.T) {
+	up := newFakeOpenAI(t)
+	up.Hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
+		if r.URL.Path != "/v1/models" {
+			return false
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"object":"list","data":[{"id":"gpt-4o","object":"model"},{"id":"gpt-4o-mini","object":"model"},{"id":"o3","object":"model"}]}`)
+		return true
+	}
+	s := newKeysSite(t, vkOpenAI("openai", up.URL))
+	s.load(t)
+	var created createdKey
+	as(t, keysAdminKey, "POST", "/api-keys/workspace/service",
+		`{"name":"4o","workspace_id":"`+keysWorkspace+`","scopes":["completions.write"],"allowed_models":["gpt-4o*"]}`, 200, &created)
+	for _, tc := range []struct {
+		key  string
+		want []string
+	}{
+		{created.Key, []string{"gpt-4o", "gpt-4o-mini"}},
+		{gatewayKey, []string{"gpt-4o", "gpt-4o-mini", "o3"}},
+	} {
+		var list struct {
+			Data []struct{ ID string } `json:"data"`
+		}
+		as(t, tc.key, "GET", "/models", "", 200, &list, "x-gateway-virtual-key", "openai")
+		var got []string
+		for _, m := range list.Data {
+			got = append(got, m.ID)
+		}
+		if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("models %v, want %v", got, tc.want)
+		}
 	}
 }
