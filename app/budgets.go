@@ -49,7 +49,7 @@ func (a *App) provisionBudgets() error {
 	var once budgets.Once = budgets.NewMemoryOnce(nil)
 	if a.redis != nil {
 		kv = kvstore.NewRedis(a.redis, 0).WithPrefix(a.RedisKeyPrefix())
-		once = budgets.RedisOnce{Client: a.redis}
+		once = prefixedOnce{budgets.RedisOnce{Client: a.redis}, a.RedisKeyPrefix()}
 	}
 	a.budgetStore = budgets.NewStore(kv, nil)
 	cfg := BudgetsConfig{}
