@@ -169,10 +169,8 @@ func (p redisPinger) Ping(ctx context.Context) error {
 	return c.Ping(ctx).Err()
 }
 
-// appStores lists the shared stores a configures. The ledger's database
-// counts once its store can be pinged (implements Pinger): until the
-// ledger package gives *ledger.DB a Ping method, readiness does not wait
-// for the ledger (the ledger queues records while its database is away).
+// appStores lists the shared stores a configures: Redis, and the
+// ledger's database (its store implements Pinger).
 func appStores(a *app.App) []store {
 	var out []store
 	if a.RedisClient() != nil {

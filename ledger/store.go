@@ -34,6 +34,11 @@ type DB struct {
 	name string
 }
 
+// Ping reports whether the database answers within ctx: readiness
+// probes ask it (package health), so a replica whose ledger database is
+// away stops taking traffic.
+func (s *DB) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
+
 // dialect is what differs between the two databases.
 type dialect struct {
 	postgres bool
