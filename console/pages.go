@@ -78,8 +78,10 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request, c *ctx) {
 			d.Range, span = rg.Name, rg.D
 		}
 	}
-	now := time.Now().UTC()
-	q := url.Values{"time_of_generation_min": {now.Add(-span).Format(time.RFC3339)}, "time_of_generation_max": {now.Format(time.RFC3339)}}
+	// The range ends at the next whole second, so the requests of the
+	// current second count.
+	end := time.Now().UTC().Truncate(time.Second).Add(time.Second)
+	q := url.Values{"time_of_generation_min": {end.Add(-span).Format(time.RFC3339)}, "time_of_generation_max": {end.Format(time.RFC3339)}}
 	var req, errs, tok, cost graph
 	for _, g := range []struct {
 		path string

@@ -1,0 +1,262 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+)
+
+// chromiumPath finds Debian's chromium. Missing, the browser tests skip,
+// except in CI (REQUIRE_REDIS=1), where .ci/run installs it and they
+// must run.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{os.Getenv("CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if p == "" {
+			continue
+		}
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("chromium"); err == nil {
+		return p
+	}
+	if os.Getenv("REQUIRE_REDIS") == "1" {
+		t.Fatal("chromium is missing and REQUIRE_REDIS=1: install it (apt-get install -y chromium) or set CHROMIUM")
+	}
+	t.Skip("skipping the browser test: chromium is missing (apt-get install -y chromium, or set CHROMIUM); REQUIRE_REDIS=1 makes this a failure")
+	return ""
+}
+
+// browser is a headless Chromium tab that records every console error,
+// uncaught exception and log entry of level error (CSP violations are
+// reported there) for the test to check.
+type browser struct {
+	ctx  context.Context
+	mu   sync.Mutex
+	errs []string
+}
+
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromiumPath(t)),
+		chromedp.NoSandbox, chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1280, 860))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	b := &browser{}
+	ctx, cancel := chromedp.NewContext(actx, chromedp.WithListener(func(ev any) {
+		switch ev := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.ConsoleAPICalledTypeError || ev.Type == runtime.ConsoleAPICalledTypeWarning {
+				b.record("console." + string(ev.Type))
+			}
+		case *runtime.EventExceptionThrown:
+			b.record("exception: " + ev.ExceptionDetails.Text)
+		case *log.EventEntryAdded:
+			if ev.Entry.Level == log.EntryLevelError || ev.Entry.Level == log.EntryLevelWarning {
+				b.record(string(ev.Entry.Source) + ": " + ev.Entry.Text)
+			}
+		}
+	}))
+	// A bound on the whole browser session, so a stuck page fails the
+	// test instead of hanging it (not a timing assertion).
+	ctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute)
+	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
+	b.ctx = ctx
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("starting chromium: %v", err)
+	}
+	if _, err := chromedp.Call(ctx, log.Enable, cdp.Empty{}); err != nil {
+		t.Fatalf("enabling the log domain: %v", err)
+	}
+	// The revoke button asks to confirm: accept.
+	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	go func() {
+		for _, err := range dialogs {
+			if err != nil {
+				return
+			}
+			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}
+	}()
+	return b
+}
+
+func (b *browser) record(s string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.errs = append(b.errs, s)
+}
+
+// clean fails the test if the browser reported an error or a CSP
+// violation since the last call.
+func (b *browser) clean(t *testing.T, where string) {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.errs) > 0 {
+		t.Errorf("%s: the browser reported: %s", where, strings.Join(b.errs, "; "))
+	}
+	b.errs = nil
+}
+
+func (b *browser) run(t *testing.T, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(b.ctx, actions...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// shot saves a screenshot of the page as docs/console/<name>.png when
+// CONSOLE_SCREENSHOTS=1 (the docs' pictures come from this test).
+func (b *browser) shot(t *testing.T, name string) {
+	t.Helper()
+	if os.Getenv("CONSOLE_SCREENSHOTS") != "1" {
+		return
+	}
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join("..", "docs", "console", name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// text reads the text of the element sel.
+func (b *browser) text(t *testing.T, sel string) string {
+	t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		t.Fatalf("reading %s: %v", sel, err)
+	}
+	return strings.TrimSpace(s)
+}
+
+// has reports whether sel is on the page now.
+func (b *browser) has(t *testing.T, sel string) bool {
+	t.Helper()
+	n, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](fmt.Sprintf("document.querySelector(%q) !== null", sel)))
+	if err != nil {
+		t.Fatalf("looking for %s: %v", sel, err)
+	}
+	return n
+}
+
+// TestConsoleInBrowser drives the console in headless Chromium against a
+// real Caddy: sign in, see the overview of requests sent through the
+// gateway, create a key and see its secret once, rotate it, revoke it and
+// see the next request with it refused, open that key's logs, run the
+// playground, and find no console error or CSP violation on any page.
+func TestConsoleInBrowser(t *testing.T) {
+	b := newBrowser(t)
+	up := newFakeOpenAI(t)
+	consoleSite(t, up.URL)
+	chat := []byte(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`)
+	var traces []string
+	for i := 0; i < 3; i++ {
+		resp, _ := do(t, "POST", "/chat/completions", chat, "x-gateway-api-key", keysAdminKey, "x-gateway-virtual-key", "fake")
+		if resp.StatusCode != 200 {
+			t.Fatalf("chat: %d", resp.StatusCode)
+		}
+		traces = append(traces, resp.Header.Get("X-Gateway-Trace-Id"))
+	}
+	syncLedger(t)
+	base := consoleURL()
+
+	b.run(t, "sign-in page", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#signin")))
+	b.shot(t, "signin")
+	b.clean(t, "sign-in page")
+	b.run(t, "signing in", chromedp.SendKeys(chromedp.CSS("#key"), keysAdminKey), chromedp.Submit(chromedp.CSS("#signin")),
+		chromedp.WaitVisible(chromedp.CSS("#requests")))
+	if got := b.text(t, "#requests"); got != "3" {
+		t.Fatalf("overview requests = %q, want 3", got)
+	}
+	b.shot(t, "overview")
+	b.clean(t, "overview")
+
+	// Create a key: its secret shows once.
+	b.run(t, "keys page", chromedp.Navigate(base+"/keys"), chromedp.WaitVisible(chromedp.CSS("#create")),
+		chromedp.SendKeys(chromedp.CSS("#name"), "browser-key"), chromedp.Submit(chromedp.CSS("#create")),
+		chromedp.WaitVisible(chromedp.CSS("#secret-value")))
+	secret := b.text(t, "#secret-value")
+	if !strings.HasPrefix(secret, "gw-") {
+		t.Fatalf("secret %q", secret)
+	}
+	b.shot(t, "keys")
+	b.clean(t, "keys page with a new key")
+	b.run(t, "keys page again", chromedp.Navigate(base+"/keys"), chromedp.WaitVisible(chromedp.CSS("#keys")))
+	if b.has(t, "#secret-value") {
+		t.Fatal("the secret is shown a second time")
+	}
+	if resp, _ := do(t, "POST", "/chat/completions", chat, "x-gateway-api-key", secret, "x-gateway-virtual-key", "fake"); resp.StatusCode != 200 {
+		t.Fatalf("chat with the new key: %d", resp.StatusCode)
+	}
+
+	// Rotate: a new secret, shown once.
+	row := `tr[data-key="browser-key"]`
+	b.run(t, "rotating", chromedp.Click(chromedp.CSS(row+" button.rotate")), chromedp.WaitVisible(chromedp.CSS("#secret-value")))
+	rotated := b.text(t, "#secret-value")
+	if rotated == secret || !strings.HasPrefix(rotated, "gw-") {
+		t.Fatalf("rotated secret %q", rotated)
+	}
+	b.clean(t, "rotation")
+
+	// Revoke (the page asks to confirm): the next request is refused.
+	b.run(t, "revoking", chromedp.Click(chromedp.CSS(row+" button.revoke")), chromedp.WaitVisible(chromedp.CSS("#flash")))
+	if got := b.text(t, row+" td.status"); got != "revoked" {
+		t.Fatalf("status after revoke %q", got)
+	}
+	b.clean(t, "revocation")
+	for _, k := range []string{secret, rotated} {
+		if resp, raw := do(t, "POST", "/chat/completions", chat, "x-gateway-api-key", k, "x-gateway-virtual-key", "fake"); resp.StatusCode != 401 {
+			t.Fatalf("chat with a revoked key: %d %s", resp.StatusCode, raw)
+		}
+	}
+
+	// The admin key's logs, from its row's link, show each request's trace id.
+	b.run(t, "logs", chromedp.Navigate(base+"/keys"), chromedp.WaitVisible(chromedp.CSS("#keys")),
+		chromedp.Click(chromedp.CSS(`tr[data-key="admin"] a`)), chromedp.WaitVisible(chromedp.CSS("#logs")))
+	logs := b.text(t, "#logs")
+	for _, tr := range traces {
+		if tr == "" || !strings.Contains(logs, tr) {
+			t.Fatalf("trace %q not on the logs page", tr)
+		}
+	}
+	b.shot(t, "logs")
+	b.clean(t, "logs")
+
+	// The playground sends through the gateway: its answer, its trace id
+	// and its ledger record.
+	before := up.count()
+	b.run(t, "playground", chromedp.Navigate(base+"/playground"), chromedp.WaitVisible(chromedp.CSS("#play")),
+		chromedp.SendKeys(chromedp.CSS("#virtual_key"), "fake"), chromedp.SendKeys(chromedp.CSS("#message"), "Say hello"),
+		chromedp.Submit(chromedp.CSS("#play")), chromedp.WaitVisible(chromedp.CSS("#answer")))
+	if got := b.text(t, "#answer-status"); got != "200" {
+		t.Fatalf("playground status %q: %s", got, b.text(t, "main"))
+	}
+	if b.text(t, "#answer-text") == "" || up.count() != before+1 {
+		t.Fatal("the playground's answer did not come from the provider")
+	}
+	trace := b.text(t, "#answer-trace")
+	b.shot(t, "playground")
+	b.clean(t, "playground")
+	syncLedger(t)
+	b.run(t, "logs after the playground", chromedp.Navigate(base+"/logs"), chromedp.WaitVisible(chromedp.CSS("#logs")))
+	if !strings.Contains(b.text(t, "#logs"), trace) {
+		t.Fatalf("the playground's request %q is not in the logs", trace)
+	}
+	b.clean(t, "logs after the playground")
+}
