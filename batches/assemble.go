@@ -56,14 +56,22 @@ func (e *Engine) assemble(j *job) (asm assembled, ok bool) {
 		from     int
 	)
 	limit := e.cfg.Files.MaxBytes()
+	// outSeen holds the custom_ids in the output file: a result recorded
+	// twice (by an owner that lost its lease while another instance ran
+	// the line again) is delivered once, the first recorded.
+	var outSeen map[string]bool
 	if len(outKeys) > 0 {
 		var total int64
 		f, err := e.createFile(ws, id, "output", func() io.Reader {
 			asm.outLines, total, overflow, from = 0, 0, nil, 0
+			outSeen = map[string]bool{}
 			return files.NewChunkReader(len(outKeys), func(i int) ([]byte, error) {
 				b, ok := e.loadPart(id, outKeys[i])
 				if !ok {
 					return nil, errStopped
+				}
+				if len(overflow) == 0 {
+					b = firstResults(b, outSeen, nil)
 				}
 				if len(overflow) > 0 {
 					overflow = append(overflow, outKeys[i])
@@ -97,12 +105,17 @@ func (e *Engine) assemble(j *job) (asm assembled, ok bool) {
 	all := append(errKeys[:len(errKeys):len(errKeys)], overflow...)
 	if len(all) > 0 {
 		tooLarge := outputTooLarge(limit)
+		var errSeen map[string]bool
 		f, err := e.createFile(ws, id, "error", func() io.Reader {
 			asm.errLines = 0
+			errSeen = map[string]bool{}
 			return files.NewChunkReader(len(all), func(i int) ([]byte, error) {
 				b, ok := e.loadPart(id, all[i])
 				if !ok {
 					return nil, errStopped
+				}
+				if i < len(errKeys) {
+					b = firstResults(b, errSeen, outSeen)
 				}
 				if i == len(errKeys) {
 					b = b[min(from, len(b)):]
@@ -280,4 +293,38 @@ func (e *Engine) publish(j *job, change func(*Batch)) bool {
 	j.final = true
 	e.mu.Unlock()
 	return true
+}
+
+// firstResults drops from part b the lines whose custom_id is in seen or
+// in also, and adds the others' to seen; b is returned as it is when no
+// line goes.
+func firstResults(b []byte, seen, also map[string]bool) []byte {
+	var out []byte
+	dropped := false
+	for rest := b; len(rest) > 0; {
+		line := rest
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			line, rest = rest[:i+1], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		cid := customIDOf(line)
+		if cid != "" && (seen[cid] || also[cid]) {
+			if !dropped {
+				dropped = true
+				out = append(out, b[:len(b)-len(line)-len(rest)]...)
+			}
+			continue
+		}
+		if cid != "" {
+			seen[cid] = true
+		}
+		if dropped {
+			out = append(out, line...)
+		}
+	}
+	if !dropped {
+		return b
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package batches
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -175,5 +176,37 @@ func TestClusterCancelAndCountsAnywhere(t *testing.T) {
 	_ = runA
 	if skipped != 76 {
 		t.Fatalf("%d lines skipped as batch_cancelled, want 76", skipped)
+	}
+}
+
+// TestFirstResults: a custom_id recorded twice (by an owner that lost its
+// lease and the instance that ran the line again) is delivered once.
+func TestFirstResults(t *testing.T) {
+	l := func(cid string) string { return `{"custom_id":"` + cid + `","response":{}}` + "\n" }
+	tests := []struct {
+		name       string
+		part       string
+		seen, also []string
+		want       string
+	}{
+		{"no duplicates", l("a") + l("b"), nil, nil, l("a") + l("b")},
+		{"within a part", l("a") + l("b") + l("a"), nil, nil, l("a") + l("b")},
+		{"seen in an earlier part", l("a") + l("b"), []string{"a"}, nil, l("b")},
+		{"in the output file", l("a") + l("c"), nil, []string{"c"}, l("a")},
+		{"last line without newline", l("a") + strings.TrimSuffix(l("a"), "\n"), nil, nil, l("a")},
+	}
+	set := func(ids []string) map[string]bool {
+		m := map[string]bool{}
+		for _, id := range ids {
+			m[id] = true
+		}
+		return m
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := string(firstResults([]byte(tc.part), set(tc.seen), set(tc.also))); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -134,6 +134,8 @@ type job struct {
 	// lost is set when another instance took the batch's lease: this
 	// one writes nothing more for it.
 	lost bool
+	// adopted is set on a batch taken over from another instance.
+	adopted bool
 
 	// wmu orders the record writes of the driver and of the lease
 	// watcher, each snapshot taken under it, so an older snapshot never

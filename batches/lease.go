@@ -196,14 +196,15 @@ func (e *Engine) adopt(l Leaser, all bool) {
 		if running || !e.claim(l, rec.Caller.WorkspaceID, rec.Batch.ID) {
 			continue
 		}
-		if rec.Instance != e.cfg.Instance {
+		adopted := rec.Instance != e.cfg.Instance
+		if adopted {
 			e.cfg.Logger.Info("batch: taking over from another instance", zap.String("batch_id", rec.Batch.ID))
 		}
 		rec.Instance = e.cfg.Instance
 		ctx, cancel = ioCtx()
 		_, cerr := e.cfg.KV.Load(ctx, e.cancelKey(rec.Caller.WorkspaceID, rec.Batch.ID))
 		cancel()
-		e.start(rec, cerr == nil)
+		e.start(rec, cerr == nil, adopted)
 	}
 }
 
@@ -211,8 +212,8 @@ func (e *Engine) adopt(l Leaser, all bool) {
 // from another instance): a cancelled one finishes cancelling, one that
 // needs credentials the gateway does not store fails gateway_restarted,
 // the others resume from their recorded lines.
-func (e *Engine) start(rec *record, cancelMarked bool) {
-	j := &job{rec: rec, stop: make(chan struct{})}
+func (e *Engine) start(rec *record, cancelMarked, adopted bool) {
+	j := &job{rec: rec, stop: make(chan struct{}), adopted: adopted}
 	if rec.Batch.Status == StatusCancelling || (cancelMarked && rec.Batch.Status != StatusFinalizing) {
 		if rec.Batch.Status != StatusCancelling {
 			rec.Batch.Status, rec.Batch.CancellingAt = StatusCancelling, ptr(e.cfg.Now().Unix())

@@ -148,6 +148,15 @@ func (e *Engine) drive(j *job) {
 		return
 	}
 	e.mu.Lock()
+	adopted := j.adopted
+	e.mu.Unlock()
+	if adopted && st.seq < 90_000_000 {
+		// A new owner numbers its parts from the next million, so parts a
+		// previous owner writes after losing its lease never overwrite
+		// this one's (assemble keeps each custom_id's first result).
+		st.seq = (st.seq/1_000_000 + 1) * 1_000_000
+	}
+	e.mu.Lock()
 	j.rec.Batch.RequestCounts = RequestCounts{Total: total, Completed: completed, Failed: failed}
 	e.mu.Unlock()
 	if !e.persist(j) {
@@ -513,7 +522,7 @@ func (e *Engine) resume() {
 		if running {
 			continue
 		}
-		e.start(rec, false)
+		e.start(rec, false, false)
 	}
 }
 
