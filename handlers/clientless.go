@@ -112,9 +112,13 @@ func clientlessRequest(ctx context.Context, method, path string, header http.Hea
 type identityKey struct{}
 
 // authenticate returns the caller of r: the identity Run was given, else
-// the holder of the presented gateway key.
+// the holder of the presented gateway key, as llm_ratelimit in front of
+// the gateway already found it or as the app finds it now.
 func (g *Gateway) authenticate(r *http.Request, presented string) (*app.Identity, bool) {
 	if id, ok := r.Context().Value(identityKey{}).(*app.Identity); ok && id != nil {
+		return id, true
+	}
+	if id, ok := g.app.Authenticated(r.Context(), presented); ok {
 		return id, true
 	}
 	return g.app.Authenticate(presented)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 )
 
 // TestClientlessRequest: Run and the semantic cache's embeddings build
@@ -51,5 +53,22 @@ func TestClientlessRequest(t *testing.T) {
 				t.Fatalf("body %q", b)
 			}
 		})
+	}
+}
+
+// TestAuthenticateTakesCarriedIdentity: the identity llm_ratelimit found
+// for the presented key (with the same app) is the caller; another key's
+// carried identity is not, and such a key is authenticated by the app.
+func TestAuthenticateTakesCarriedIdentity(t *testing.T) {
+	a := &app.App{}
+	g := &Gateway{app: a}
+	id := &app.Identity{Name: "carried"}
+	r, _ := http.NewRequest(http.MethodGet, "/v1/models", nil)
+	r = r.WithContext(a.WithAuthenticated(r.Context(), "presented", id))
+	if got, ok := g.authenticate(r, "presented"); !ok || got != id {
+		t.Fatalf("carried identity not taken: %v %v", got, ok)
+	}
+	if got, ok := g.authenticate(r, "another"); ok {
+		t.Fatalf("another key got %v", got)
 	}
 }

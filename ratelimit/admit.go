@@ -55,14 +55,50 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		// so its lines pass the same one (see Admit).
 		caddyhttp.SetVar(r.Context(), app.AdmissionVar, h.key)
 	}
-	v, ok := h.decide(w, r, nil)
+	c := requester{h: h, r: r}
+	v, ok := h.decide(w, r, &c)
 	if !ok {
 		return nil
+	}
+	if c.id != nil {
+		// llm_gateway takes the identity found here rather than
+		// authenticating the key a second time.
+		if a, ok := h.ctl.(authCarrier); ok {
+			r = r.WithContext(a.WithAuthenticated(r.Context(), c.key, c.id))
+		}
 	}
 	if v == nil {
 		return next.ServeHTTP(w, r)
 	}
 	return next.ServeHTTP(newHeaderWriter(w, v), r)
+}
+
+// authCarrier passes an identity on to the handlers after this one
+// (*app.App implements it).
+type authCarrier interface {
+	WithAuthenticated(ctx context.Context, key string, id *app.Identity) context.Context
+}
+
+// requester is who made a request: authenticated at most once, when a
+// policy or a usage limit first needs to know (a request no policy
+// applies to is never authenticated here), or given (a batch line).
+type requester struct {
+	h    *Handler
+	r    *http.Request
+	key  string
+	id   *app.Identity
+	done bool
+}
+
+// identity returns the caller's identity; false when its key is not
+// valid (the gateway answers 401).
+func (c *requester) identity() (*app.Identity, bool) {
+	if !c.done {
+		c.done = true
+		c.key = ingress.GatewayKey(c.r.Header)
+		c.id, _ = c.h.ctl.Authenticate(c.key)
+	}
+	return c.id, c.id != nil
 }
 
 // batchesPath is where managed batches are created.
@@ -72,16 +108,16 @@ const batchesPath = "/v1/batches"
 // policies, counters and settlement as a client request on the route the
 // batch was created on, as the batch's creator id.
 func (h *Handler) Admit(w http.ResponseWriter, r *http.Request, id *app.Identity) bool {
-	_, ok := h.decide(w, r, id)
+	_, ok := h.decide(w, r, &requester{id: id, done: true})
 	return ok
 }
 
-// decide admits r (made by id, or by the holder of its gateway key when
-// id is nil). When r may not proceed it writes the 429 or 503 to w and
-// returns false; when it may, the verdict's headers are set on w and
-// token settlement is registered on r. v is nil when no policy matched.
-func (h *Handler) decide(w http.ResponseWriter, r *http.Request, id *app.Identity) (v *verdict, ok bool) {
-	v, err := h.admit(r, id)
+// decide admits r, made by c. When r may not proceed it writes the 429
+// or 503 to w and returns false; when it may, the verdict's headers are
+// set on w and token settlement is registered on r. v is nil when no
+// policy matched.
+func (h *Handler) decide(w http.ResponseWriter, r *http.Request, c *requester) (v *verdict, ok bool) {
+	v, err := h.admit(r, c)
 	if err != nil {
 		if r.Context().Err() != nil {
 			return nil, false // the client left while we asked the limiter
@@ -99,7 +135,7 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, id *app.Identit
 			return nil, false
 		}
 	}
-	if !h.admitBudget(w, r, id, v) {
+	if !h.admitBudget(w, r, c, v) {
 		return nil, false
 	}
 	if v == nil {
@@ -144,7 +180,7 @@ const maxCandidates = 8
 // matches (or the request is not authenticated: the gateway answers 401),
 // and errUnavailable when the limiter failed and the gateway fails closed.
 // In the no-match case it reads no body and allocates nothing.
-func (h *Handler) admit(r *http.Request, id *app.Identity) (*verdict, error) {
+func (h *Handler) admit(r *http.Request, c *requester) (*verdict, error) {
 	ctx := r.Context()
 	var active []*policies.Policy
 	if h.st.storeLoaded.Load() || !h.st.storeDown.failFast() {
@@ -176,11 +212,12 @@ func (h *Handler) admit(r *http.Request, id *app.Identity) (*verdict, error) {
 		// completions are inference and are limited like chat.
 		return nil, nil
 	}
-	if id == nil {
-		var ok bool
-		if id, ok = h.ctl.Authenticate(ingress.GatewayKey(r.Header)); !ok {
-			return nil, nil
-		}
+	if c == nil {
+		c = &requester{h: h, r: r}
+	}
+	id, ok := c.identity()
+	if !ok {
+		return nil, nil
 	}
 	q := request{r: r, h: h}
 	q.attrs.WorkspaceID, q.attrs.OrganisationID, q.attrs.APIKey = id.WorkspaceID, id.OrganisationID, id.Name

@@ -8,10 +8,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/budgets"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/prompts"
@@ -37,7 +35,7 @@ type budgeter interface {
 // rate limits admitted it (their grants are v's). It settles the
 // reservations when the gateway reports the outcome. When a budget is
 // spent it gives back v's grants, writes the 412 and returns false.
-func (h *Handler) admitBudget(w http.ResponseWriter, r *http.Request, id *app.Identity, v *verdict) bool {
+func (h *Handler) admitBudget(w http.ResponseWriter, r *http.Request, c *requester, v *verdict) bool {
 	bc, ok := h.ctl.(budgeter)
 	if !ok {
 		return true
@@ -50,10 +48,9 @@ func (h *Handler) admitBudget(w http.ResponseWriter, r *http.Request, id *app.Id
 	if !e.Enabled(ctx) {
 		return true
 	}
-	if id == nil {
-		if id, ok = h.ctl.Authenticate(ingress.GatewayKey(r.Header)); !ok {
-			return true // the gateway answers 401
-		}
+	id, ok := c.identity()
+	if !ok {
+		return true // the gateway answers 401
 	}
 	q := request{r: r, h: h}
 	q.attrs.WorkspaceID, q.attrs.OrganisationID, q.attrs.APIKey = id.WorkspaceID, id.OrganisationID, id.Name
