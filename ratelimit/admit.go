@@ -124,7 +124,7 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, c *requester) (
 		}
 		// The breaker lets one request probe the limiter every second.
 		w.Header()[hdrRetryAfter] = []string{"1"}
-		apierror.Write(w, apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable,
+		writeError(w, r, apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable,
 			"the rate limiter is unavailable; try again later").WithCode("rate_limiter_unavailable"))
 		return nil, false
 	}

@@ -73,7 +73,7 @@ func (h *Handler) admitBudget(w http.ResponseWriter, r *http.Request, c *request
 		if v != nil {
 			h.refund(ctx, v.grants)
 		}
-		apierror.Write(w, apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable,
+		writeError(w, r, apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable,
 			"the budget store is unavailable; try again later").WithCode("budget_store_unavailable"))
 		return false
 	}
@@ -83,7 +83,7 @@ func (h *Handler) admitBudget(w http.ResponseWriter, r *http.Request, c *request
 		}
 		h.logger.Info("request refused by a spent usage limit", zap.String("api_key_name", id.Name),
 			zap.String("workspace_id", id.WorkspaceID), zap.String("reason", refusal.Message))
-		apierror.Write(w, refusal)
+		writeError(w, r, refusal)
 		return false
 	}
 	if g := adm.Binding(); g != nil {

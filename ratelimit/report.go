@@ -58,7 +58,7 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, v *verdict) {
 	setRetryHeaders(w.Header(), g.dec.RetryAfter)
 	e := apierror.New(http.StatusTooManyRequests, apierror.TypeRateLimit, rejectMessage(g.policy, g.dec.RetryAfter)).
 		WithCode("rate_limit_exceeded")
-	apierror.Write(w, e)
+	writeError(w, r, e)
 
 	rejectionsTotal.WithLabelValues(g.policy.Type, g.policy.Unit).Inc()
 	ids := make([]string, 0, len(v.grants)+1)
