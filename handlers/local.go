@@ -10,7 +10,8 @@ import (
 // Local answers. Some requests are answered by the gateway itself, never
 // by a provider: the control-plane APIs (rate-limit policies, prompts,
 // feedback, and whatever else registers with package controlplane), the
-// gateway's file store and managed batches, and the Responses it stored.
+// gateway's file store and managed batches, the Responses it stored, and
+// the token count of a Messages call no target can count.
 // Each such API is one entry of localAPIs; the pipeline asks them once,
 // after parsing and before planning:
 //
@@ -46,6 +47,7 @@ var localAPIs = [...]localAPI{
 	{name: "control", answer: (*Gateway).controlPlane},
 	{name: "jobs", answer: (*Gateway).localJobs},
 	{name: "responses", answer: (*Gateway).storedResponse},
+	{name: "count_tokens", answer: (*Gateway).countEstimate},
 }
 
 // local asks the local APIs for q's answer; nil when q is to be routed.

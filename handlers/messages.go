@@ -39,35 +39,57 @@ type messagesAdapter struct {
 // messagesRoute prepares a Messages API call for planning: the body is
 // validated as Anthropic does (a 400 in its shape before any provider
 // call, whichever target it goes to), the call's model and stream read,
-// and the adapter set. A count_tokens call no target can count is
-// answered here with an estimate; done then reports that the answer was
-// written.
-func (g *Gateway) messagesRoute(r *http.Request, q *Request, f *flight) (done bool, err error) {
+// and the adapter set. A count_tokens call no target can count was
+// answered already, with an estimate (countEstimate).
+func (g *Gateway) messagesRoute(q *Request) error {
+	mr, err := parseMessages(q)
+	if err != nil {
+		return err
+	}
+	q.adapter = &messagesAdapter{body: q.Call.Body, r: mr, op: q.Call.Op}
+	return nil
+}
+
+// parseMessages validates the Messages API body of q and reads the
+// call's model and stream from it.
+func parseMessages(q *Request) (*messages.Request, error) {
 	c := &q.Call
+	if err := checkJSONObject(c.Body); err != nil {
+		return nil, err
+	}
 	count := c.Op == providers.OpCountTokens
 	mr, err := messages.Parse(c.Body, count)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	c.Model, c.Stream = mr.Model, mr.Stream && !count
-	a := &messagesAdapter{body: c.Body, r: mr, op: c.Op}
-	if count {
-		p, err := g.routePlan(q)
-		if err != nil {
-			return false, err
-		}
-		if !a.anyNative(p) {
-			f.localOp = providers.OpCountTokens
-			f.writeLocal(&localAnswer{op: providers.OpCountTokens, held: &heldAnswer{
-				status: http.StatusOK,
-				header: http.Header{"Content-Type": {"application/json"}, HeaderTokenEstimate: {"true"}},
-				body:   messages.CountBody(messages.Estimate(mr)),
-			}})
-			return true, nil
-		}
+	return mr, nil
+}
+
+// countEstimate is the local answer to a count_tokens call that no
+// target of its plan can count natively: an estimate, marked as one in
+// a response header. A call some target can count is routed.
+func (g *Gateway) countEstimate(_ *http.Request, q *Request) (*localAnswer, error) {
+	if q.Call.Op != providers.OpCountTokens {
+		return nil, nil
 	}
-	q.adapter = a
-	return false, nil
+	mr, err := parseMessages(q)
+	if err != nil {
+		return nil, err
+	}
+	p, err := g.routePlan(q)
+	if err != nil {
+		return nil, err
+	}
+	a := &messagesAdapter{body: q.Call.Body, r: mr, op: q.Call.Op}
+	if a.anyNative(p) {
+		return nil, nil
+	}
+	return &localAnswer{op: providers.OpCountTokens, held: &heldAnswer{
+		status: http.StatusOK,
+		header: http.Header{"Content-Type": {"application/json"}, HeaderTokenEstimate: {"true"}},
+		body:   messages.CountBody(messages.Estimate(mr)),
+	}}, nil
 }
 
 // anyNative reports whether some leaf of p takes the call natively.

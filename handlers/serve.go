@@ -137,7 +137,7 @@ func (g *Gateway) route(r *http.Request, q *Request, f *flight) error {
 		}
 	}
 	if q.Call.Op == providers.OpMessages || q.Call.Op == providers.OpCountTokens {
-		if done, err := g.messagesRoute(r, q, f); done || err != nil {
+		if err := g.messagesRoute(q); err != nil {
 			return err
 		}
 	}
