@@ -47,6 +47,18 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, `{}`)
 	case strings.HasPrefix(r.URL.Path, "/v1/analytics/graphs/"):
 		_, _ = io.WriteString(w, `{"summary":{"total":3,"total_usd":"0.01"},"data_points":[{"timestamp":"2026-01-01T00:00:00Z","total":3,"total_usd":"0.01"}]}`)
+	case r.URL.Path == "/v1/policies/usage-limits" && r.Method == http.MethodGet:
+		_, _ = io.WriteString(w, `{"object":"list","total":1,"data":[{"id":"b1","name":"team","type":"cost","credit_limit":5,"periodic_reset":"monthly","status":"active"}]}`)
+	case r.URL.Path == "/v1/policies/usage-limits/b1" && r.Method == http.MethodGet:
+		_, _ = io.WriteString(w, `{"id":"b1","name":"team","type":"cost","credit_limit":5,"periodic_reset":"monthly","status":"active","workspace_id":"w"}`)
+	case strings.HasPrefix(r.URL.Path, "/v1/policies/usage-limits"):
+		_, _ = io.WriteString(w, `{"id":"b1"}`)
+	case r.URL.Path == "/v1/usage/me":
+		_, _ = io.WriteString(w, `{"usage_limits":[{"policy_id":"b1","used":1.25,"remaining":3.75}]}`)
+	case r.URL.Path == "/v1/virtual-keys" && r.Method == http.MethodGet:
+		_, _ = io.WriteString(w, `{"object":"list","total":1,"data":[{"slug":"vk1","name":"openai","ai_provider_name":"openai","masked_api_key":"sk****yz","status":"active"}]}`)
+	case strings.HasPrefix(r.URL.Path, "/v1/virtual-keys"):
+		_, _ = io.WriteString(w, `{}`)
 	case r.URL.Path == "/v1/logs":
 		_, _ = io.WriteString(w, `{"object":"list","total":1,"data":[{"id":"1","trace_id":"tr-1","api_key":"team-a","model":"m","status":200}]}`)
 	default:
@@ -249,9 +261,10 @@ func TestScopes(t *testing.T) {
 		t.Fatalf("read-only keys page: %d", w.Code)
 	}
 	// Forms shown or not, every write is the API's to refuse: 403.
-	for _, tc := range []struct{ path, id string }{{"/keys/create", ""}, {"/keys/rotate", "k1"}, {"/keys/revoke", "k1"}} {
+	for _, tc := range []struct{ path, id string }{{"/keys/create", ""}, {"/keys/rotate", "k1"}, {"/keys/revoke", "k1"},
+		{"/budgets/create", ""}, {"/budgets/update", "b1"}, {"/budgets/delete", "b1"}, {"/virtual-keys/create", ""}, {"/virtual-keys/delete", ""}} {
 		t.Run(tc.path, func(t *testing.T) {
-			w := serve(h, "POST", tc.path, url.Values{"csrf": {csrf}, "id": {tc.id}, "name": {"x"}}, id)
+			w := serve(h, "POST", tc.path, url.Values{"csrf": {csrf}, "id": {tc.id}, "slug": {"vk1"}, "name": {"x"}, "credit_limit": {"1"}, "provider": {"openai"}}, id)
 			if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "missing_scope") {
 				t.Fatalf("status %d: %s", w.Code, w.Body)
 			}
@@ -268,7 +281,7 @@ func TestHeadersAndNoInlineCode(t *testing.T) {
 	h, _, _ := newConsole(t)
 	id, _ := signIn(t, h, adminKey)
 	inline := regexp.MustCompile(`<script>|<script [^>]*>[^<]|\sstyle=|\son[a-z]+=|javascript:`)
-	for _, path := range []string{"/signin", "/", "/keys", "/logs", "/playground", "/nope", "/static/console.js", "/static/console.css"} {
+	for _, path := range []string{"/signin", "/", "/keys", "/virtual-keys", "/budgets", "/logs", "/playground", "/nope", "/static/console.js", "/static/console.css"} {
 		t.Run(path, func(t *testing.T) {
 			w := serve(h, "GET", path, nil, id)
 			got := w.Header().Get("Content-Security-Policy")
@@ -341,6 +354,10 @@ func TestOverviewAndLogs(t *testing.T) {
 	w := serve(h, "GET", "/?range=7d", nil, id)
 	if w.Code != 200 || !strings.Contains(w.Body.String(), `<rect class="bar"`) || !strings.Contains(w.Body.String(), `id="requests">3<`) {
 		t.Fatalf("overview: %d %s", w.Code, w.Body)
+	}
+	w = serve(h, "GET", "/budgets", nil, id)
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `<td class="used">1.25</td>`) {
+		t.Fatalf("budgets: %d %s", w.Code, w.Body)
 	}
 	w = serve(h, "GET", "/logs?key=team-a", nil, id)
 	if w.Code != 200 || !strings.Contains(w.Body.String(), "tr-1") {

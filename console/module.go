@@ -248,6 +248,18 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, c *ctx, path str
 	case strings.HasPrefix(path, "/keys/") && post:
 		h.keysAction(w, r, c, strings.TrimPrefix(path, "/keys/"))
 		return
+	case path == "/budgets" && !post:
+		h.budgetsPage(w, r, c)
+		return
+	case strings.HasPrefix(path, "/budgets/") && post:
+		h.budgetsAction(w, r, c, strings.TrimPrefix(path, "/budgets/"))
+		return
+	case path == "/virtual-keys" && !post:
+		h.virtualKeysPage(w, r, c)
+		return
+	case strings.HasPrefix(path, "/virtual-keys/") && post:
+		h.virtualKeysAction(w, r, c, strings.TrimPrefix(path, "/virtual-keys/"))
+		return
 	case path == "/logs" && !post:
 		h.logsPage(w, r, c)
 		return

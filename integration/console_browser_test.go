@@ -226,6 +226,33 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	}
 
+	// Virtual keys: the Caddyfile's, its provider key never shown.
+	b.run(t, "virtual keys", chromedp.Navigate(base+"/virtual-keys"), chromedp.WaitVisible(chromedp.CSS("#virtual-keys")))
+	if vks := b.text(t, "#virtual-keys"); !strings.Contains(vks, "fake") || strings.Contains(vks, "sk-test-provider") {
+		t.Fatalf("virtual keys page: %q", vks)
+	}
+	b.shot(t, "virtual-keys")
+	b.clean(t, "virtual keys")
+
+	// Budgets: create one on the admin key, then edit its limit.
+	b.run(t, "creating a budget", chromedp.Navigate(base+"/budgets"), chromedp.WaitVisible(chromedp.CSS("#create-budget")),
+		chromedp.SendKeys(chromedp.CSS("#bname"), "team budget"), chromedp.SendKeys(chromedp.CSS("#blimit"), "10"),
+		chromedp.SetValue(chromedp.CSS("#bkey"), "admin"), chromedp.Submit(chromedp.CSS("#create-budget")),
+		chromedp.WaitVisible(chromedp.CSS("#flash")))
+	brow := `tr[data-budget="team budget"]`
+	if got := b.text(t, brow+" td.limit"); got != "10" {
+		t.Fatalf("new budget's limit %q", got)
+	}
+	// Reload first: the create's message is gone, so the edit's shows
+	// when its page has loaded.
+	b.run(t, "editing the budget", chromedp.Navigate(base+"/budgets"), chromedp.WaitVisible(chromedp.CSS("#budgets")), chromedp.SetValue(chromedp.CSS(brow+" input[name=credit_limit]"), "25"),
+		chromedp.Click(chromedp.CSS(brow+" button.rotate")), chromedp.WaitVisible(chromedp.CSS("#flash")))
+	if got := b.text(t, brow+" td.limit"); got != "25" {
+		t.Fatalf("edited budget's limit %q", got)
+	}
+	b.shot(t, "budgets")
+	b.clean(t, "budgets")
+
 	// The admin key's logs, from its row's link, show each request's trace id.
 	b.run(t, "logs", chromedp.Navigate(base+"/keys"), chromedp.WaitVisible(chromedp.CSS("#keys")),
 		chromedp.Click(chromedp.CSS(`tr[data-key="admin"] a`)), chromedp.WaitVisible(chromedp.CSS("#logs")))

@@ -1,0 +1,129 @@
+package console
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// budgetRow is one usage limit of the budgets page, with where the
+// signed-in key's group stands on it.
+type budgetRow struct {
+	ID            string          `json:"id"`
+	Name          *string         `json:"name"`
+	Type          string          `json:"type"`
+	CreditLimit   float64         `json:"credit_limit"`
+	PeriodicReset string          `json:"periodic_reset"`
+	Status        string          `json:"status"`
+	Conditions    json.RawMessage `json:"conditions"`
+	GroupBy       json.RawMessage `json:"group_by"`
+	// Used and Remaining are the signed-in key's group's, from
+	// /v1/usage/me; Mine says whether the limit applies to the key.
+	Used, Remaining float64
+	Mine            bool
+}
+
+type budgetsData struct {
+	Budgets []budgetRow
+	Total   int
+}
+
+// budgetsPage lists the workspace's usage limits with the signed-in key's
+// spend against each one that applies to it: two API calls.
+func (h *Handler) budgetsPage(w http.ResponseWriter, r *http.Request, c *ctx) {
+	d := &budgetsData{}
+	_, _, flash := h.sessions.take(c.id)
+	p := &page{Title: "Budgets", Flash: flash, Data: d}
+	var list struct {
+		Total int         `json:"total"`
+		Data  []budgetRow `json:"data"`
+	}
+	if err := h.getJSON(r, c.s.key, "/policies/usage-limits", nil, &list); err != nil {
+		p.Err = err.Error()
+		h.renderFor(w, r, c, statusOf(err), "budgets", p)
+		return
+	}
+	var me struct {
+		Limits []struct {
+			PolicyID  string  `json:"policy_id"`
+			Used      float64 `json:"used"`
+			Remaining float64 `json:"remaining"`
+		} `json:"usage_limits"`
+	}
+	// The usage view is the key's own; a failure leaves spend unknown
+	// rather than failing the page.
+	_ = h.getJSON(r, c.s.key, "/usage/me", nil, &me)
+	for i := range list.Data {
+		for _, s := range me.Limits {
+			if s.PolicyID == list.Data[i].ID {
+				list.Data[i].Used, list.Data[i].Remaining, list.Data[i].Mine = s.Used, s.Remaining, true
+			}
+		}
+	}
+	d.Budgets, d.Total = list.Data, list.Total
+	h.renderFor(w, r, c, http.StatusOK, "budgets", p)
+}
+
+// budgetFields are the members a usage limit's PUT takes back from its
+// GET (the others are the record's own: id, scope, times).
+var budgetFields = []string{"name", "type", "credit_limit", "alert_threshold", "periodic_reset", "timezone", "conditions", "group_by", "status"}
+
+// budgetsAction runs a budgets-page form: create, set a limit, delete.
+func (h *Handler) budgetsAction(w http.ResponseWriter, r *http.Request, c *ctx, action string) {
+	id := r.PostFormValue("id")
+	if action != "create" && (id == "" || len(id) > 64) {
+		h.fail(w, r, c, http.StatusBadRequest, "which budget?")
+		return
+	}
+	limit, limitErr := strconv.ParseFloat(strings.TrimSpace(r.PostFormValue("credit_limit")), 64)
+	var method, path string
+	var body any
+	switch action {
+	case "create":
+		if limitErr != nil {
+			h.fail(w, r, c, http.StatusBadRequest, "credit_limit must be a number")
+			return
+		}
+		key := strings.TrimSpace(r.PostFormValue("api_key"))
+		if key == "" {
+			key = "*"
+		}
+		method, path = http.MethodPost, "/policies/usage-limits"
+		body = map[string]any{"name": r.PostFormValue("name"), "type": r.PostFormValue("type"), "credit_limit": limit,
+			"periodic_reset": r.PostFormValue("periodic_reset"), "conditions": []map[string]string{{"key": "api_key", "value": key}},
+			"group_by": []map[string]string{{"key": "api_key"}}}
+	case "update":
+		if limitErr != nil {
+			h.fail(w, r, c, http.StatusBadRequest, "credit_limit must be a number")
+			return
+		}
+		// A PUT replaces the settings: start from the limit as it is.
+		path = "/policies/usage-limits/" + url.PathEscape(id)
+		var cur map[string]json.RawMessage
+		if err := h.getJSON(r, c.s.key, path, nil, &cur); err != nil {
+			h.fail(w, r, c, statusOf(err), "update: "+err.Error())
+			return
+		}
+		m := make(map[string]any, len(budgetFields))
+		for _, f := range budgetFields {
+			if v, ok := cur[f]; ok {
+				m[f] = v
+			}
+		}
+		m["credit_limit"] = limit
+		method, body = http.MethodPut, m
+	case "delete":
+		method, path = http.MethodDelete, "/policies/usage-limits/"+url.PathEscape(id)
+	default:
+		h.fail(w, r, c, http.StatusNotFound, "no such console action")
+		return
+	}
+	if _, _, _, err := h.call(r.Context(), r, c.s.key, method, path, nil, body); err != nil {
+		h.fail(w, r, c, statusOf(err), action+": "+err.Error())
+		return
+	}
+	h.sessions.setFlash(c.id, "budget "+map[string]string{"create": "created", "update": "updated", "delete": "deleted"}[action])
+	h.redirect(w, r, "/budgets")
+}
