@@ -16,7 +16,8 @@ import (
 // body, model, stream) and how its answer is treated (why a success is
 // held, its cache request). Whatever decides what a target is sent
 // contributes here, once: a prompt_id rendered, override_params merged,
-// a format adapter's chat completion, a stored-only resource refused.
+// a format adapter's chat completion, a stored-only resource refused, a
+// model the caller's key may not use refused (keyauth.go).
 //
 // The router then calls the request's executor once per attempt; the
 // executor looks up the target's plan and passes a copy down the steps
@@ -115,6 +116,8 @@ func (g *Gateway) planAttempts(ctx context.Context, q *Request, rc *responseCach
 	if !native && chatErr != nil {
 		return chatErr
 	}
+	// The caller's key's model allow-list has the last word.
+	refuseModels(q)
 	return nil
 }
 

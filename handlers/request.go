@@ -200,11 +200,7 @@ func (g *Gateway) plan(r *http.Request, q *Request) error {
 		return err
 	}
 	takeVariables(q)
-	if err := g.planAttempts(r.Context(), q, g.cache, q.Envelope); err != nil {
-		return err
-	}
-	refuseModels(q)
-	return nil
+	return g.planAttempts(r.Context(), q, g.cache, q.Envelope)
 }
 
 // routePlan returns q's routing plan, resolved on first use and kept:
