@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"crypto/tls"
 	"io"
 	"net/http"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 )
@@ -362,5 +365,26 @@ func TestOverviewAndLogs(t *testing.T) {
 	w = serve(h, "GET", "/logs?key=team-a", nil, id)
 	if w.Code != 200 || !strings.Contains(w.Body.String(), "tr-1") {
 		t.Fatalf("logs: %d", w.Code)
+	}
+}
+
+func TestPrefix(t *testing.T) {
+	for _, tc := range []struct{ orig, cur, want string }{
+		{"/console/keys", "/keys", "/console"},
+		{"/console/", "/", "/console"},
+		{"/a/b/console/logs", "/logs", "/a/b/console"},
+		{"/keys", "/keys", ""},
+		{"//evil.example/keys", "/keys", "/evil.example"},
+		{"/\\evil.example/keys", "/keys", "/evil.example"},
+	} {
+		t.Run(tc.orig, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "http://h"+tc.cur, nil)
+			orig := httptest.NewRequest("GET", "http://h/", nil)
+			orig.URL.Path = tc.orig
+			r = r.WithContext(context.WithValue(r.Context(), caddyhttp.OriginalRequestCtxKey, *orig))
+			if got := prefix(r); got != tc.want {
+				t.Fatalf("prefix = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -292,13 +292,20 @@ func prefix(r *http.Request) string {
 	if p == "" {
 		p = "/"
 	}
-	if strings.HasSuffix(op, p) {
-		return strings.TrimSuffix(op[:len(op)-len(p)], "/")
+	var pre string
+	switch {
+	case strings.HasSuffix(op, p):
+		pre = strings.TrimSuffix(op[:len(op)-len(p)], "/")
+	case op+"/" == p:
+		pre = op
 	}
-	if op+"/" == p {
-		return op
+	// Links and redirects start with the prefix: never let it begin a
+	// scheme-relative URL ("//host") or a backslash form browsers read as
+	// one.
+	if strings.HasPrefix(pre, "//") || strings.ContainsAny(pre, "\\") {
+		pre = "/" + strings.TrimLeft(strings.ReplaceAll(pre, "\\", "/"), "/")
 	}
-	return ""
+	return pre
 }
 
 // cookie is the session cookie for id (maxAge < 0 deletes it).

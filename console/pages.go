@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // funcs are the templates' helpers.
@@ -41,7 +43,10 @@ type overviewData struct {
 	Errors   int64
 	Tokens   int64
 	CostUSD  string
-	Buckets  []bucket
+	// LatencyAvg and LatencyP99 are in milliseconds; CacheHitRate in
+	// percent.
+	LatencyAvg, LatencyP99, CacheHitRate float64
+	Buckets                              []bucket
 	// Rows are the buckets with traffic, for the table.
 	Rows []bucket
 }
@@ -52,10 +57,12 @@ type graph struct {
 	DataPoints []map[string]json.RawMessage `json:"data_points"`
 }
 
-func num(m map[string]json.RawMessage, k string) int64 {
+func num(m map[string]json.RawMessage, k string) int64 { return int64(numf(m, k)) }
+
+func numf(m map[string]json.RawMessage, k string) float64 {
 	var f float64
 	_ = json.Unmarshal(m[k], &f)
-	return int64(f)
+	return f
 }
 
 func str(m map[string]json.RawMessage, k string) string {
@@ -82,16 +89,24 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request, c *ctx) {
 	// current second count.
 	end := time.Now().UTC().Truncate(time.Second).Add(time.Second)
 	q := url.Values{"time_of_generation_min": {end.Add(-span).Format(time.RFC3339)}, "time_of_generation_max": {end.Format(time.RFC3339)}}
-	var req, errs, tok, cost graph
-	for _, g := range []struct {
+	var req, errs, tok, cost, lat, hit graph
+	graphs := []struct {
 		path string
 		out  *graph
-	}{{"/analytics/graphs/requests", &req}, {"/analytics/graphs/errors", &errs}, {"/analytics/graphs/tokens", &tok}, {"/analytics/graphs/cost", &cost}} {
-		if err := h.getJSON(r, c.s.key, g.path, q, g.out); err != nil {
-			h.renderFor(w, r, c, statusOf(err), "overview", &page{Title: "Overview", Err: err.Error(), Data: d})
-			return
-		}
+	}{{"/analytics/graphs/requests", &req}, {"/analytics/graphs/errors", &errs}, {"/analytics/graphs/tokens", &tok},
+		{"/analytics/graphs/cost", &cost}, {"/analytics/graphs/latency", &lat}, {"/analytics/graphs/cache/hit-rate", &hit}}
+	// The graphs are independent queries: ask for them at once, so the
+	// page takes as long as the slowest, not their sum.
+	var g errgroup.Group
+	for _, gr := range graphs {
+		g.Go(func() error { return h.getJSON(r, c.s.key, gr.path, q, gr.out) })
 	}
+	if err := g.Wait(); err != nil {
+		h.renderFor(w, r, c, statusOf(err), "overview", &page{Title: "Overview", Err: err.Error(), Data: d})
+		return
+	}
+	d.LatencyAvg, d.LatencyP99 = numf(lat.Summary, "avg"), numf(lat.Summary, "p99")
+	d.CacheHitRate = numf(hit.Summary, "rate")
 	d.Requests, d.Errors, d.Tokens = num(req.Summary, "total"), num(errs.Summary, "total"), num(tok.Summary, "total")
 	d.CostUSD = str(cost.Summary, "total_usd")
 	n := len(req.DataPoints)
