@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"net/http"
-	"unsafe"
 
 	"github.com/tidwall/gjson"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/byteview"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
@@ -71,12 +71,9 @@ func checkAnswer(op providers.Operation, body []byte) (*providers.Usage, error) 
 	return usage, nil
 }
 
-// view is b as a string without a copy, for gjson to read. The caller
-// must not change b while the string, or any gjson result taken from it,
-// is in use; usage reading keeps only numbers.
-func view(b []byte) string {
-	return unsafe.String(unsafe.SliceData(b), len(b))
-}
+// view is b as a string without a copy, for gjson to read
+// (byteview.String); usage reading keeps only numbers.
+func view(b []byte) string { return byteview.String(b) }
 
 // isJSONBody reports whether an error answer is JSON: by its content type
 // when it names JSON, else by its first byte.

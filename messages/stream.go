@@ -7,6 +7,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/byteview"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/oaiwire"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
@@ -118,7 +119,9 @@ func (s *StreamWriter) event(_, data []byte) bool {
 	// is read once, not once per field, into s.cur through funcs bound
 	// once (a closure per chunk would allocate).
 	s.cur = chunkFields{}
-	gjson.ParseBytes(data).ForEach(s.onChunk)
+	// Read in place: nothing taken from the chunk outlives this event
+	// (its text is copied into s.out, usage into numbers).
+	gjson.Parse(byteview.String(data)).ForEach(s.onChunk)
 	c := &s.cur
 	if c.err.Exists() {
 		msg := c.err.Get("message").String()
