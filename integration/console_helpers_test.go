@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -15,10 +16,14 @@ import (
 // consoleSite is a keys site (an organisation admin key, the keys API)
 // with an SQLite ledger, a virtual key "fake" on the fake OpenAI at
 // upstream, and the console mounted under /console/.
-func consoleSite(t *testing.T, upstream string) {
+func consoleSite(t testing.TB, upstream string) {
 	t.Helper()
-	s := newKeysSite(t, fmt.Sprintf("ledger %q\n\t\tvirtual_key fake {\n\t\t\tprovider openai\n\t\t\tapi_key sk-test-provider\n\t\t\tcustom_host %s\n\t\t}",
-		filepath.Join(t.TempDir(), "ledger.db"), upstream))
+	// newKeysSite's setup, for benchmarks too.
+	os.Setenv("TEST_KEYS_ADMIN", keysAdminKey)
+	os.Setenv("TEST_KEYS_ENC", keysEncryptionKey)
+	s := &keysSite{Storage: t.TempDir()}
+	s.LLM = fmt.Sprintf("ledger %q\n\t\tvirtual_key fake {\n\t\t\tprovider openai\n\t\t\tapi_key sk-test-provider\n\t\t\tcustom_host %s\n\t\t}",
+		filepath.Join(t.TempDir(), "ledger.db"), upstream)
 	newHTTPPort()
 	cf := strings.Replace(s.caddyfile(), "\thandle /v1/* {", "\thandle_path /console/* {\n\t\tllm_console\n\t}\n\thandle /v1/* {", 1)
 	loadCaddyfile(t, cf)
@@ -31,12 +36,12 @@ func consoleURL() string { return fmt.Sprintf("http://127.0.0.1:%d/console", htt
 // consoleClient is a browser-like client of the console: a cookie jar,
 // no redirects followed, so each answer's status is seen.
 type consoleClient struct {
-	t    *testing.T
+	t    testing.TB
 	c    *http.Client
 	csrf string
 }
 
-func newConsoleClient(t *testing.T) *consoleClient {
+func newConsoleClient(t testing.TB) *consoleClient {
 	jar, _ := cookiejar.New(nil)
 	return &consoleClient{t: t, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
