@@ -62,6 +62,8 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, `{"object":"list","total":1,"data":[{"slug":"vk1","name":"openai","ai_provider_name":"openai","masked_api_key":"sk****yz","status":"active"}]}`)
 	case strings.HasPrefix(r.URL.Path, "/v1/virtual-keys"):
 		_, _ = io.WriteString(w, `{}`)
+	case r.URL.Path == "/v1/batches":
+		_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"batch_1","status":"in_progress","endpoint":"/v1/chat/completions","request_counts":{"total":3,"completed":1,"failed":0}}],"has_more":false}`)
 	case r.URL.Path == "/v1/logs":
 		_, _ = io.WriteString(w, `{"object":"list","total":1,"data":[{"id":"1","trace_id":"tr-1","api_key":"team-a","model":"m","status":200}]}`)
 	default:
@@ -265,7 +267,7 @@ func TestScopes(t *testing.T) {
 	}
 	// Forms shown or not, every write is the API's to refuse: 403.
 	for _, tc := range []struct{ path, id string }{{"/keys/create", ""}, {"/keys/rotate", "k1"}, {"/keys/revoke", "k1"},
-		{"/budgets/create", ""}, {"/budgets/update", "b1"}, {"/budgets/delete", "b1"}, {"/virtual-keys/create", ""}, {"/virtual-keys/delete", ""}} {
+		{"/budgets/create", ""}, {"/budgets/update", "b1"}, {"/budgets/delete", "b1"}, {"/virtual-keys/create", ""}, {"/virtual-keys/delete", ""}, {"/batches/cancel", "batch_1"}} {
 		t.Run(tc.path, func(t *testing.T) {
 			w := serve(h, "POST", tc.path, url.Values{"csrf": {csrf}, "id": {tc.id}, "slug": {"vk1"}, "name": {"x"}, "credit_limit": {"1"}, "provider": {"openai"}}, id)
 			if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "missing_scope") {
@@ -284,7 +286,7 @@ func TestHeadersAndNoInlineCode(t *testing.T) {
 	h, _, _ := newConsole(t)
 	id, _ := signIn(t, h, adminKey)
 	inline := regexp.MustCompile(`<script>|<script [^>]*>[^<]|\sstyle=|\son[a-z]+=|javascript:`)
-	for _, path := range []string{"/signin", "/", "/keys", "/virtual-keys", "/budgets", "/logs", "/playground", "/nope", "/static/console.js", "/static/console.css"} {
+	for _, path := range []string{"/signin", "/", "/keys", "/virtual-keys", "/budgets", "/batches", "/logs", "/playground", "/nope", "/static/console.js", "/static/console.css"} {
 		t.Run(path, func(t *testing.T) {
 			w := serve(h, "GET", path, nil, id)
 			got := w.Header().Get("Content-Security-Policy")

@@ -260,6 +260,15 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, c *ctx, path str
 	case strings.HasPrefix(path, "/virtual-keys/") && post:
 		h.virtualKeysAction(w, r, c, strings.TrimPrefix(path, "/virtual-keys/"))
 		return
+	case path == "/batches" && !post:
+		h.batchesPage(w, r, c)
+		return
+	case strings.HasPrefix(path, "/batches/") && post:
+		h.batchesAction(w, r, c, strings.TrimPrefix(path, "/batches/"))
+		return
+	case strings.HasPrefix(path, "/files/") && !post:
+		h.fileContent(w, r, c, strings.TrimPrefix(path, "/files/"))
+		return
 	case path == "/logs" && !post:
 		h.logsPage(w, r, c)
 		return

@@ -58,3 +58,32 @@ func TestConsoleScopesThroughGateway(t *testing.T) {
 		t.Fatal("a gateway key is in the log")
 	}
 }
+
+// TestConsoleBatches lists a managed batch on the console's batches page
+// with its counts, and downloads its output file through the console.
+func TestConsoleBatches(t *testing.T) {
+	up := newFakeOpenAI(t)
+	consoleSite(t, up.URL)
+	fileID := uploadBatchFile(t, gatewayURL(), openaiBatchLines(3, 0))
+	id := mustCreateBatch(t, gatewayURL(), fileID, "x-gateway-virtual-key", "fake")
+	b := waitBatchDone(t, gatewayURL(), id)
+	if b.Get("status").Str != "completed" {
+		t.Fatalf("batch %s", b.Raw)
+	}
+	c := newConsoleClient(t)
+	c.signIn(keysAdminKey)
+	code, body := c.send("GET", "/batches", nil)
+	if code != 200 || !strings.Contains(body, `data-batch="`+id+`"`) || !strings.Contains(body, `<td class="status">completed</td>`) {
+		t.Fatalf("batches page: %d %s", code, body)
+	}
+	out := b.Get("output_file_id").Str
+	code, content := c.send("GET", "/files/"+out, nil)
+	if code != 200 || strings.Count(content, "\n") != 3 || !strings.Contains(content, `"custom_id":"req-1"`) {
+		t.Fatalf("output file through the console: %d %q", code, content)
+	}
+	for _, bad := range []string{"/files/a%20b", "/files/a%3Fb", "/files/" + strings.Repeat("x", 200)} {
+		if code, _ := c.send("GET", bad, nil); code != 400 {
+			t.Fatalf("GET %s: %d", bad, code)
+		}
+	}
+}

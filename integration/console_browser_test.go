@@ -286,4 +286,15 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("the playground's request %q is not in the logs", trace)
 	}
 	b.clean(t, "logs after the playground")
+
+	// Batches: a managed batch with its counts and result files.
+	fileID := uploadBatchFile(t, gatewayURL(), openaiBatchLines(3, 0))
+	batch := mustCreateBatch(t, gatewayURL(), fileID, "x-gateway-virtual-key", "fake")
+	waitBatchDone(t, gatewayURL(), batch)
+	b.run(t, "batches", chromedp.Navigate(base+"/batches"), chromedp.WaitVisible(chromedp.CSS("#batches")))
+	if got := b.text(t, `tr[data-batch="`+batch+`"] td.status`); got != "completed" {
+		t.Fatalf("batch status on the page %q", got)
+	}
+	b.shot(t, "batches")
+	b.clean(t, "batches")
 }
