@@ -62,6 +62,14 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, `{"object":"list","total":1,"data":[{"slug":"vk1","name":"openai","ai_provider_name":"openai","masked_api_key":"sk****yz","status":"active"}]}`)
 	case strings.HasPrefix(r.URL.Path, "/v1/virtual-keys"):
 		_, _ = io.WriteString(w, `{}`)
+	case r.URL.Path == "/v1/configs" && r.Method == http.MethodGet:
+		_, _ = io.WriteString(w, `{"object":"list","total":1,"data":[{"slug":"c1","name":"c","versions":1}]}`)
+	case r.URL.Path == "/v1/configs/c1" && r.Method == http.MethodGet:
+		_, _ = io.WriteString(w, `{"slug":"c1","name":"c","config":{"retry":{"attempts":2}}}`)
+	case r.URL.Path == "/v1/configs/c1/versions":
+		_, _ = io.WriteString(w, `{"object":"list","data":[{"version_id":"v1","config":{"retry":{"attempts":2}}}]}`)
+	case strings.HasPrefix(r.URL.Path, "/v1/configs"):
+		_, _ = io.WriteString(w, `{}`)
 	case r.URL.Path == "/v1/batches":
 		_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"batch_1","status":"in_progress","endpoint":"/v1/chat/completions","request_counts":{"total":3,"completed":1,"failed":0}}],"has_more":false}`)
 	case r.URL.Path == "/v1/logs":
@@ -267,9 +275,9 @@ func TestScopes(t *testing.T) {
 	}
 	// Forms shown or not, every write is the API's to refuse: 403.
 	for _, tc := range []struct{ path, id string }{{"/keys/create", ""}, {"/keys/rotate", "k1"}, {"/keys/revoke", "k1"},
-		{"/budgets/create", ""}, {"/budgets/update", "b1"}, {"/budgets/delete", "b1"}, {"/virtual-keys/create", ""}, {"/virtual-keys/delete", ""}, {"/batches/cancel", "batch_1"}} {
+		{"/budgets/create", ""}, {"/budgets/update", "b1"}, {"/budgets/delete", "b1"}, {"/virtual-keys/create", ""}, {"/virtual-keys/delete", ""}, {"/batches/cancel", "batch_1"}, {"/configs/create", ""}, {"/configs/save", ""}} {
 		t.Run(tc.path, func(t *testing.T) {
-			w := serve(h, "POST", tc.path, url.Values{"csrf": {csrf}, "id": {tc.id}, "slug": {"vk1"}, "name": {"x"}, "credit_limit": {"1"}, "provider": {"openai"}}, id)
+			w := serve(h, "POST", tc.path, url.Values{"csrf": {csrf}, "id": {tc.id}, "slug": {"vk1"}, "name": {"x"}, "credit_limit": {"1"}, "provider": {"openai"}, "config": {"{}"}}, id)
 			if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "missing_scope") {
 				t.Fatalf("status %d: %s", w.Code, w.Body)
 			}
@@ -286,7 +294,7 @@ func TestHeadersAndNoInlineCode(t *testing.T) {
 	h, _, _ := newConsole(t)
 	id, _ := signIn(t, h, adminKey)
 	inline := regexp.MustCompile(`<script>|<script [^>]*>[^<]|\sstyle=|\son[a-z]+=|javascript:`)
-	for _, path := range []string{"/signin", "/", "/keys", "/virtual-keys", "/budgets", "/batches", "/logs", "/playground", "/nope", "/static/console.js", "/static/console.css"} {
+	for _, path := range []string{"/signin", "/", "/keys", "/virtual-keys", "/budgets", "/batches", "/configs", "/configs?slug=c1", "/logs", "/playground", "/nope", "/static/console.js", "/static/console.css"} {
 		t.Run(path, func(t *testing.T) {
 			w := serve(h, "GET", path, nil, id)
 			got := w.Header().Get("Content-Security-Policy")
@@ -388,5 +396,22 @@ func TestPrefix(t *testing.T) {
 				t.Fatalf("prefix = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestConfigEditorRefusesBadJSON(t *testing.T) {
+	h, f, _ := newConsole(t)
+	id, csrf := signIn(t, h, adminKey)
+	for _, cfg := range []string{"", "{", `{"a":` + strings.Repeat("1", maxConfigJSON) + `}`} {
+		before := f.writes()
+		if w := serve(h, "POST", "/configs/save", url.Values{"csrf": {csrf}, "slug": {"c1"}, "config": {cfg}}, id); w.Code != http.StatusBadRequest {
+			t.Fatalf("config %.20q: %d", cfg, w.Code)
+		}
+		if f.writes() != before {
+			t.Fatal("a bad config reached the API")
+		}
+	}
+	if w := serve(h, "POST", "/configs/save", url.Values{"csrf": {csrf}, "slug": {"c1"}, "config": {`{"retry":{"attempts":3}}`}}, id); w.Code != http.StatusSeeOther {
+		t.Fatalf("good config: %d", w.Code)
 	}
 }

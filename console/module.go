@@ -260,6 +260,12 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, c *ctx, path str
 	case strings.HasPrefix(path, "/virtual-keys/") && post:
 		h.virtualKeysAction(w, r, c, strings.TrimPrefix(path, "/virtual-keys/"))
 		return
+	case path == "/configs" && !post:
+		h.configsPage(w, r, c)
+		return
+	case strings.HasPrefix(path, "/configs/") && post:
+		h.configsAction(w, r, c, strings.TrimPrefix(path, "/configs/"))
+		return
 	case path == "/batches" && !post:
 		h.batchesPage(w, r, c)
 		return
