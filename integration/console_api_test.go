@@ -87,3 +87,35 @@ func TestConsoleBatches(t *testing.T) {
 		}
 	}
 }
+
+// TestConsoleWorkspaces: a workspace key signed in to the console sees
+// its own workspace only: not the other workspace's keys or records.
+func TestConsoleWorkspaces(t *testing.T) {
+	up := newFakeOpenAI(t)
+	consoleSite(t, up.URL)
+	chat := []byte(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`)
+	resp, _ := do(t, "POST", "/chat/completions", chat, "x-gateway-api-key", keysAdminKey, "x-gateway-virtual-key", "fake")
+	if resp.StatusCode != 200 {
+		t.Fatalf("chat: %d", resp.StatusCode)
+	}
+	trace := resp.Header.Get("X-Gateway-Trace-Id")
+	as(t, keysAdminKey, "POST", "/api-keys/workspace/service", `{"name":"first-ws-key","scopes":["completions.write"]}`, 200, nil)
+	syncLedger(t)
+
+	admin := newConsoleClient(t)
+	admin.signIn(keysAdminKey)
+	if _, body := admin.send("GET", "/logs", nil); !strings.Contains(body, trace) {
+		t.Fatal("the organisation key does not see its own record")
+	}
+	other := newConsoleClient(t)
+	other.signIn(otherKey)
+	for _, tc := range []struct{ page, absent string }{{"/logs", trace}, {"/keys", "first-ws-key"}, {"/", `id="requests">1<`}} {
+		code, body := other.send("GET", tc.page, nil)
+		if code != 200 || strings.Contains(body, tc.absent) {
+			t.Fatalf("%s as the other workspace: %d, shows %q", tc.page, code, tc.absent)
+		}
+		if tc.page == "/" && !strings.Contains(body, `id="requests">0<`) {
+			t.Fatal("the other workspace's overview does not count zero requests")
+		}
+	}
+}

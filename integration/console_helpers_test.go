@@ -14,7 +14,8 @@ import (
 )
 
 // consoleSite is a keys site (an organisation admin key, the keys API)
-// with an SQLite ledger, a virtual key "fake" on the fake OpenAI at
+// with a key "other" in another workspace of the organisation, an
+// SQLite ledger, a virtual key "fake" on the fake OpenAI at
 // upstream, and the console mounted under /console/.
 func consoleSite(t testing.TB, upstream string) {
 	t.Helper()
@@ -22,7 +23,7 @@ func consoleSite(t testing.TB, upstream string) {
 	os.Setenv("TEST_KEYS_ADMIN", keysAdminKey)
 	os.Setenv("TEST_KEYS_ENC", keysEncryptionKey)
 	s := &keysSite{Storage: t.TempDir()}
-	s.LLM = fmt.Sprintf("ledger %q\n\t\tvirtual_key fake {\n\t\t\tprovider openai\n\t\t\tapi_key sk-test-provider\n\t\t\tcustom_host %s\n\t\t}",
+	s.LLM = fmt.Sprintf("api_key other "+otherKey+" {\n\t\t\torganisation_id "+keysOrg+"\n\t\t\tworkspace_id "+keysOtherWS+"\n\t\t}\n\t\tledger %q\n\t\tvirtual_key fake {\n\t\t\tprovider openai\n\t\t\tapi_key sk-test-provider\n\t\t\tcustom_host %s\n\t\t}",
 		filepath.Join(t.TempDir(), "ledger.db"), upstream)
 	newHTTPPort()
 	cf := strings.Replace(s.caddyfile(), "\thandle /v1/* {", "\thandle_path /console/* {\n\t\tllm_console\n\t}\n\thandle /v1/* {", 1)
