@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // logsPageSize is how many records the logs page shows at a time.
@@ -30,6 +31,9 @@ type logRow struct {
 
 type logsData struct {
 	Key, Model, Status string
+	// From and To are datetime-local values (UTC); Meta is key=value;
+	// Trace a trace id.
+	From, To, Meta, Trace string
 	Logs               []logRow
 	Total              int64
 	Page               int
@@ -48,7 +52,8 @@ func filterValue(r *http.Request, name string) string {
 // logsPage lists the ledger's records the signed-in key may read, newest
 // first, filtered by key, model and status: one API call per page.
 func (h *Handler) logsPage(w http.ResponseWriter, r *http.Request, c *ctx) {
-	d := &logsData{Key: filterValue(r, "key"), Model: filterValue(r, "model"), Status: filterValue(r, "status")}
+	d := &logsData{Key: filterValue(r, "key"), Model: filterValue(r, "model"), Status: filterValue(r, "status"),
+		From: filterValue(r, "from"), To: filterValue(r, "to"), Meta: filterValue(r, "meta"), Trace: filterValue(r, "trace")}
 	d.Page, _ = strconv.Atoi(r.URL.Query().Get("page"))
 	d.Page = min(max(d.Page, 0), 1<<20)
 	q := url.Values{"page_size": {strconv.Itoa(logsPageSize)}, "current_page": {strconv.Itoa(d.Page)}}
@@ -60,6 +65,29 @@ func (h *Handler) logsPage(w http.ResponseWriter, r *http.Request, c *ctx) {
 	}
 	if d.Status != "" {
 		q.Set("status_code", d.Status)
+	}
+	if d.Trace != "" {
+		q.Set("trace_id", d.Trace)
+	}
+	for name, v := range map[string]string{"time_of_generation_min": d.From, "time_of_generation_max": d.To} {
+		if v == "" {
+			continue
+		}
+		tm, err := time.Parse("2006-01-02T15:04", v)
+		if err != nil {
+			h.renderFor(w, r, c, http.StatusBadRequest, "logs", &page{Title: "Logs", Err: "times are YYYY-MM-DDTHH:MM (UTC)", Data: d})
+			return
+		}
+		q.Set(name, tm.UTC().Format(time.RFC3339))
+	}
+	if d.Meta != "" {
+		k, v, ok := strings.Cut(d.Meta, "=")
+		if !ok || k == "" {
+			h.renderFor(w, r, c, http.StatusBadRequest, "logs", &page{Title: "Logs", Err: "metadata is key=value", Data: d})
+			return
+		}
+		b, _ := json.Marshal(map[string]string{k: v})
+		q.Set("metadata", string(b))
 	}
 	var list struct {
 		Total int64    `json:"total"`
@@ -74,7 +102,7 @@ func (h *Handler) logsPage(w http.ResponseWriter, r *http.Request, c *ctx) {
 	d.Logs, d.Total = list.Data, list.Total
 	link := func(pg int) string {
 		v := url.Values{"page": {strconv.Itoa(pg)}}
-		for k, s := range map[string]string{"key": d.Key, "model": d.Model, "status": d.Status} {
+		for k, s := range map[string]string{"key": d.Key, "model": d.Model, "status": d.Status, "from": d.From, "to": d.To, "meta": d.Meta, "trace": d.Trace} {
 			if s != "" {
 				v.Set(k, s)
 			}

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestConsoleScopesThroughGateway signs in to the console of a real
@@ -117,5 +118,44 @@ func TestConsoleWorkspaces(t *testing.T) {
 		if tc.page == "/" && !strings.Contains(body, `id="requests">0<`) {
 			t.Fatal("the other workspace's overview does not count zero requests")
 		}
+	}
+}
+
+// TestConsoleLogFilters filters the logs page by metadata, trace id and
+// time through a real Caddy and ledger.
+func TestConsoleLogFilters(t *testing.T) {
+	up := newFakeOpenAI(t)
+	consoleSite(t, up.URL)
+	chat := []byte(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`)
+	send := func(extra ...string) string {
+		resp, _ := do(t, "POST", "/chat/completions", chat, append([]string{"x-gateway-api-key", keysAdminKey, "x-gateway-virtual-key", "fake"}, extra...)...)
+		if resp.StatusCode != 200 {
+			t.Fatalf("chat: %d", resp.StatusCode)
+		}
+		return resp.Header.Get("X-Gateway-Trace-Id")
+	}
+	alice, plain := send("x-gateway-metadata", `{"_user":"alice"}`), send()
+	syncLedger(t)
+	c := newConsoleClient(t)
+	c.signIn(keysAdminKey)
+	future := time.Now().UTC().Add(48 * time.Hour).Format("2006-01-02T15:04")
+	for _, tc := range []struct {
+		query     string
+		want      int
+		has, hasn string
+	}{
+		{"", 200, alice, "\x00"},
+		{"?meta=" + url.QueryEscape("_user=alice"), 200, alice, plain},
+		{"?trace=" + url.QueryEscape(plain), 200, plain, alice},
+		{"?from=" + future, 200, "0 records", alice},
+		{"?from=yesterday", 400, "YYYY-MM-DD", alice},
+		{"?meta=nokey", 400, "key=value", alice},
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			code, body := c.send("GET", "/logs"+tc.query, nil)
+			if code != tc.want || !strings.Contains(body, tc.has) || strings.Contains(body, tc.hasn) {
+				t.Fatalf("status %d (want %d); has %q: %v; has %q: %v", code, tc.want, tc.has, strings.Contains(body, tc.has), tc.hasn, strings.Contains(body, tc.hasn))
+			}
+		})
 	}
 }
