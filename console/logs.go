@@ -34,10 +34,10 @@ type logsData struct {
 	// From and To are datetime-local values (UTC); Meta is key=value;
 	// Trace a trace id.
 	From, To, Meta, Trace string
-	Logs               []logRow
-	Total              int64
-	Page               int
-	Prev, Next         string
+	Logs                  []logRow
+	Total                 int64
+	Page                  int
+	Prev, Next            string
 }
 
 // filterValue keeps a filter the user typed within what the API takes.
