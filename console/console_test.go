@@ -28,12 +28,18 @@ type fakeAPI struct {
 	mu    sync.Mutex
 	calls []string
 	keys  []string
+	// last is the body of the last write.
+	last string
 }
 
 func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.calls = append(f.calls, r.Method+" "+r.URL.Path)
 	f.keys = append(f.keys, r.Header.Get("x-gateway-api-key"))
+	if r.Method != http.MethodGet {
+		b, _ := io.ReadAll(r.Body)
+		f.last = string(b)
+	}
 	f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	if r.Method != http.MethodGet && r.Header.Get("x-gateway-api-key") != adminKey {
@@ -44,6 +50,8 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == "/v1/api-keys" && r.Method == http.MethodGet:
 		_, _ = io.WriteString(w, `{"object":"list","total":1,"data":[{"id":"k1","key":"gw-AbCd****","name":"team-a","status":"active","scopes":["completions.write"]}],"has_more":false}`)
+	case r.URL.Path == "/v1/api-keys/k1" && r.Method == http.MethodGet:
+		_, _ = io.WriteString(w, `{"id":"k1","name":"team-a","status":"active","scopes":["completions.write"],"allowed_models":["gpt-4o*"],"usage_limits":{"credit_limit":5,"periodic_reset":"weekly"},"defaults":{"virtual_key":"vk1","metadata":{"team":"a"}}}`)
 	case strings.HasPrefix(r.URL.Path, "/v1/api-keys/workspace/"):
 		_, _ = io.WriteString(w, `{"id":"k2","key":"gw-new-secret-value","object":"api-key"}`)
 	case strings.HasPrefix(r.URL.Path, "/v1/api-keys/"):
@@ -275,7 +283,7 @@ func TestScopes(t *testing.T) {
 	}
 	// Forms shown or not, every write is the API's to refuse: 403.
 	for _, tc := range []struct{ path, id string }{{"/keys/create", ""}, {"/keys/rotate", "k1"}, {"/keys/revoke", "k1"},
-		{"/budgets/create", ""}, {"/budgets/update", "b1"}, {"/budgets/delete", "b1"}, {"/virtual-keys/create", ""}, {"/virtual-keys/delete", ""}, {"/batches/cancel", "batch_1"}, {"/configs/create", ""}, {"/configs/save", ""}} {
+		{"/budgets/create", ""}, {"/budgets/update", "b1"}, {"/budgets/delete", "b1"}, {"/virtual-keys/create", ""}, {"/virtual-keys/delete", ""}, {"/batches/cancel", "batch_1"}, {"/configs/create", ""}, {"/configs/save", ""}, {"/keys/update", "k1"}} {
 		t.Run(tc.path, func(t *testing.T) {
 			w := serve(h, "POST", tc.path, url.Values{"csrf": {csrf}, "id": {tc.id}, "slug": {"vk1"}, "name": {"x"}, "credit_limit": {"1"}, "provider": {"openai"}, "config": {"{}"}}, id)
 			if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "missing_scope") {
@@ -294,7 +302,7 @@ func TestHeadersAndNoInlineCode(t *testing.T) {
 	h, _, _ := newConsole(t)
 	id, _ := signIn(t, h, adminKey)
 	inline := regexp.MustCompile(`<script>|<script [^>]*>[^<]|\sstyle=|\son[a-z]+=|javascript:`)
-	for _, path := range []string{"/signin", "/", "/keys", "/virtual-keys", "/budgets", "/batches", "/configs", "/configs?slug=c1", "/logs", "/playground", "/nope", "/static/console.js", "/static/console.css"} {
+	for _, path := range []string{"/signin", "/", "/keys", "/virtual-keys", "/budgets", "/batches", "/configs", "/configs?slug=c1", "/keys/edit?id=k1", "/logs", "/playground", "/nope", "/static/console.js", "/static/console.css"} {
 		t.Run(path, func(t *testing.T) {
 			w := serve(h, "GET", path, nil, id)
 			got := w.Header().Get("Content-Security-Policy")
@@ -413,5 +421,39 @@ func TestConfigEditorRefusesBadJSON(t *testing.T) {
 	}
 	if w := serve(h, "POST", "/configs/save", url.Values{"csrf": {csrf}, "slug": {"c1"}, "config": {`{"retry":{"attempts":3}}`}}, id); w.Code != http.StatusSeeOther {
 		t.Fatalf("good config: %d", w.Code)
+	}
+}
+
+func TestKeyEdit(t *testing.T) {
+	h, f, _ := newConsole(t)
+	id, csrf := signIn(t, h, adminKey)
+	w := serve(h, "GET", "/keys/edit?id=k1", nil, id)
+	body := w.Body.String()
+	if w.Code != 200 || !strings.Contains(body, `value="gpt-4o*"`) || !strings.Contains(body, `id="credit_limit" name="credit_limit" type="number" min="0" step="any" value="5"`) ||
+		!strings.Contains(body, `<option value="weekly" selected>`) {
+		t.Fatalf("edit page: %d %s", w.Code, body)
+	}
+	for _, tc := range []struct {
+		credit string
+		want   int
+	}{{"abc", 400}, {"-1", 400}, {"", 303}, {"7.5", 303}} {
+		before := f.writes()
+		w := serve(h, "POST", "/keys/update", url.Values{"csrf": {csrf}, "id": {"k1"}, "credit_limit": {tc.credit}, "allowed_models": {"a*, b"}}, id)
+		if w.Code != tc.want || (f.writes() > before) != (tc.want == 303) {
+			t.Fatalf("credit %q: %d", tc.credit, w.Code)
+		}
+		if tc.want != 303 {
+			continue
+		}
+		f.mu.Lock()
+		last := f.last
+		f.mu.Unlock()
+		// The metadata the form does not show is kept; the models are a list.
+		if !strings.Contains(last, `"metadata":{"team":"a"}`) || !strings.Contains(last, `"allowed_models":["a*","b"]`) {
+			t.Fatalf("PUT body %s", last)
+		}
+		if tc.credit == "" && !strings.Contains(last, `"usage_limits":null`) {
+			t.Fatalf("an empty limit does not clear it: %s", last)
+		}
 	}
 }

@@ -245,6 +245,12 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, c *ctx, path str
 		}
 		h.keysPage(w, r, c)
 		return
+	case path == "/keys/edit" && !post:
+		h.keyEditPage(w, r, c)
+		return
+	case path == "/keys/update" && post:
+		h.keyUpdate(w, r, c)
+		return
 	case strings.HasPrefix(path, "/keys/") && post:
 		h.keysAction(w, r, c, strings.TrimPrefix(path, "/keys/"))
 		return

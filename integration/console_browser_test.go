@@ -228,8 +228,29 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("chat with the new key: %d", resp.StatusCode)
 	}
 
-	// Rotate: a new secret, shown once.
+	// Edit: narrow its models and give it a spending limit.
 	row := `tr[data-key="browser-key"]`
+	b.run(t, "editing the key", chromedp.Click(chromedp.CSS(row+" a.edit")), chromedp.WaitVisible(chromedp.CSS("#edit-key")),
+		chromedp.SetValue(chromedp.CSS("#allowed_models"), "gpt-4o*"), chromedp.SetValue(chromedp.CSS("#credit_limit"), "5"),
+		chromedp.Submit(chromedp.CSS("#edit-key")), chromedp.WaitVisible(chromedp.CSS("#flash")))
+	if got := b.value(t, "#allowed_models"); got != "gpt-4o*" {
+		t.Fatalf("allowed models after saving %q", got)
+	}
+	if got := b.value(t, "#credit_limit"); got != "5" {
+		t.Fatalf("spending limit after saving %q", got)
+	}
+	b.shot(t, "key-edit")
+	b.clean(t, "key edit")
+	other := []byte(`{"model":"gpt-3.5-turbo","messages":[{"role":"user","content":"hi"}]}`)
+	if resp, _ := do(t, "POST", "/chat/completions", other, "x-gateway-api-key", secret, "x-gateway-virtual-key", "fake"); resp.StatusCode == 200 {
+		t.Fatal("a model the key may no longer use answered 200")
+	}
+	if resp, _ := do(t, "POST", "/chat/completions", chat, "x-gateway-api-key", secret, "x-gateway-virtual-key", "fake"); resp.StatusCode != 200 {
+		t.Fatalf("an allowed model: %d", resp.StatusCode)
+	}
+
+	// Rotate: a new secret, shown once.
+	b.run(t, "back to the keys", chromedp.Navigate(base+"/keys"), chromedp.WaitVisible(chromedp.CSS("#keys")))
 	b.run(t, "rotating", chromedp.Click(chromedp.CSS(row+" button.rotate")), chromedp.WaitVisible(chromedp.CSS("#secret-value")))
 	rotated := b.text(t, "#secret-value")
 	if rotated == secret || !strings.HasPrefix(rotated, "gw-") {
@@ -305,7 +326,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// The admin key's logs, from its row's link, show each request's trace id.
 	b.run(t, "logs", chromedp.Navigate(base+"/keys"), chromedp.WaitVisible(chromedp.CSS("#keys")),
-		chromedp.Click(chromedp.CSS(`tr[data-key="admin"] a`)), chromedp.WaitVisible(chromedp.CSS("#logs")))
+		chromedp.Click(chromedp.CSS(`tr[data-key="admin"] a.logs`)), chromedp.WaitVisible(chromedp.CSS("#logs")))
 	logs := b.text(t, "#logs")
 	for _, tr := range traces {
 		if tr == "" || !strings.Contains(logs, tr) {
