@@ -123,7 +123,7 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 }
 
 // pageNames are the templates, each rendered inside layout.html.
-var pageNames = []string{"signin", "error", "overview", "keys", "logs", "playground", "budgets", "virtualkeys", "batches", "configs", "keyedit"}
+var pageNames = []string{"signin", "error", "overview", "keys", "logs", "playground", "budgets", "virtualkeys", "batches", "configs", "keyedit", "prompts"}
 
 func parsePages() (map[string]*template.Template, error) {
 	out := make(map[string]*template.Template, len(pageNames))

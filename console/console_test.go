@@ -78,6 +78,14 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, `{"object":"list","data":[{"version_id":"v1","config":{"retry":{"attempts":2}}}]}`)
 	case strings.HasPrefix(r.URL.Path, "/v1/configs"):
 		_, _ = io.WriteString(w, `{}`)
+	case r.URL.Path == "/v1/prompts":
+		_, _ = io.WriteString(w, `{"object":"list","total":1,"data":[{"id":"p1","slug":"greet","name":"greet","model":"m"}]}`)
+	case r.URL.Path == "/v1/prompts/p1":
+		_, _ = io.WriteString(w, `{"id":"p1","slug":"greet","name":"greet"}`)
+	case r.URL.Path == "/v1/prompts/p1/versions":
+		_, _ = io.WriteString(w, `{"object":"list","data":[{"prompt_version":1,"prompt_template":"[{\"role\":\"user\",\"content\":\"Hi {{n}}\"}]","published":true}]}`)
+	case strings.HasSuffix(r.URL.Path, "/render"):
+		_, _ = io.WriteString(w, `{"success":true,"data":{"messages":[{"role":"user","content":"Hi Ada"}]}}`)
 	case r.URL.Path == "/v1/batches":
 		_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"batch_1","status":"in_progress","endpoint":"/v1/chat/completions","request_counts":{"total":3,"completed":1,"failed":0}}],"has_more":false}`)
 	case r.URL.Path == "/v1/logs":
@@ -302,7 +310,7 @@ func TestHeadersAndNoInlineCode(t *testing.T) {
 	h, _, _ := newConsole(t)
 	id, _ := signIn(t, h, adminKey)
 	inline := regexp.MustCompile(`<script>|<script [^>]*>[^<]|\sstyle=|\son[a-z]+=|javascript:`)
-	for _, path := range []string{"/signin", "/", "/keys", "/virtual-keys", "/budgets", "/batches", "/configs", "/configs?slug=c1", "/keys/edit?id=k1", "/logs", "/playground", "/nope", "/static/console.js", "/static/console.css"} {
+	for _, path := range []string{"/signin", "/", "/keys", "/virtual-keys", "/budgets", "/batches", "/configs", "/configs?slug=c1", "/keys/edit?id=k1", "/prompts", "/prompts?id=p1", "/logs", "/playground", "/nope", "/static/console.js", "/static/console.css"} {
 		t.Run(path, func(t *testing.T) {
 			w := serve(h, "GET", path, nil, id)
 			got := w.Header().Get("Content-Security-Policy")
@@ -454,6 +462,21 @@ func TestKeyEdit(t *testing.T) {
 		}
 		if tc.credit == "" && !strings.Contains(last, `"usage_limits":null`) {
 			t.Fatalf("an empty limit does not clear it: %s", last)
+		}
+	}
+}
+
+func TestPromptRender(t *testing.T) {
+	h, _, _ := newConsole(t)
+	id, csrf := signIn(t, h, adminKey)
+	for _, tc := range []struct {
+		vars string
+		want int
+		has  string
+	}{{`{"n":"Ada"}`, 200, "Hi Ada"}, {`[1]`, 400, "JSON object"}, {`{`, 400, "JSON object"}} {
+		w := serve(h, "POST", "/prompts?id=p1", url.Values{"csrf": {csrf}, "variables": {tc.vars}, "version": {"1"}}, id)
+		if w.Code != tc.want || !strings.Contains(w.Body.String(), tc.has) {
+			t.Fatalf("variables %s: %d", tc.vars, w.Code)
 		}
 	}
 }

@@ -266,6 +266,9 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, c *ctx, path str
 	case strings.HasPrefix(path, "/virtual-keys/") && post:
 		h.virtualKeysAction(w, r, c, strings.TrimPrefix(path, "/virtual-keys/"))
 		return
+	case path == "/prompts":
+		h.promptsPage(w, r, c)
+		return
 	case path == "/configs" && !post:
 		h.configsPage(w, r, c)
 		return

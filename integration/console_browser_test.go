@@ -324,6 +324,18 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.forget("the server responded with a status of 400")
 	b.clean(t, "refused config")
 
+	// Prompts: a prompt's versions and a render preview.
+	as(t, keysAdminKey, "POST", "/prompts", `{"name":"greeting","string":"[{\"role\":\"user\",\"content\":\"Hello {{name}}\"}]","model":"gpt-4o-mini"}`, 200, nil)
+	b.run(t, "prompts", chromedp.Navigate(base+"/prompts"), chromedp.WaitVisible(chromedp.CSS("#prompts")),
+		chromedp.Click(chromedp.CSS(`tr[data-prompt="greeting"] a`)), chromedp.WaitVisible(chromedp.CSS("#render")),
+		chromedp.SetValue(chromedp.CSS("#variables"), `{"name":"Ada"}`), chromedp.Submit(chromedp.CSS("#render")),
+		chromedp.WaitVisible(chromedp.CSS("#rendered")))
+	if got := b.text(t, "#rendered"); !strings.Contains(got, "Hello Ada") {
+		t.Fatalf("rendered prompt %q", got)
+	}
+	b.shot(t, "prompts")
+	b.clean(t, "prompts")
+
 	// The admin key's logs, from its row's link, show each request's trace id.
 	b.run(t, "logs", chromedp.Navigate(base+"/keys"), chromedp.WaitVisible(chromedp.CSS("#keys")),
 		chromedp.Click(chromedp.CSS(`tr[data-key="admin"] a.logs`)), chromedp.WaitVisible(chromedp.CSS("#logs")))
