@@ -108,6 +108,18 @@ func TestConsoleWorkspaces(t *testing.T) {
 	if _, body := admin.send("GET", "/logs", nil); !strings.Contains(body, trace) {
 		t.Fatal("the organisation key does not see its own record")
 	}
+	// The overview's totals are the analytics API's, to the nano-dollar.
+	end := time.Now().UTC().Truncate(time.Second).Add(time.Second)
+	var cost struct {
+		Summary struct {
+			TotalUSD string `json:"total_usd"`
+		} `json:"summary"`
+	}
+	q := "?time_of_generation_min=" + url.QueryEscape(end.Add(-24*time.Hour).Format(time.RFC3339)) + "&time_of_generation_max=" + url.QueryEscape(end.Format(time.RFC3339))
+	as(t, keysAdminKey, "GET", "/analytics/graphs/cost"+q, "", 200, &cost)
+	if _, body := admin.send("GET", "/", nil); cost.Summary.TotalUSD == "" || cost.Summary.TotalUSD == "0" || !strings.Contains(body, `id="cost">`+cost.Summary.TotalUSD+`<`) {
+		t.Fatalf("the overview's cost is not the API's %q", cost.Summary.TotalUSD)
+	}
 	other := newConsoleClient(t)
 	other.signIn(otherKey)
 	for _, tc := range []struct{ page, absent string }{{"/logs", trace}, {"/keys", "first-ws-key"}, {"/", `id="requests">1<`}} {
