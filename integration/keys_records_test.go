@@ -206,7 +206,7 @@ func TestKeysPlainOpenAIClient(t *testing.T) {
 	up := newFakeOpenAI(t)
 	broken := newFakeOpenAI(t)
 	broken.Hook = func(w http.ResponseWriter, r *http.Request, body []byte) bool {
-		http.Error(w, `{"error":{"message":"down","type":"server_error"}}`, 503)
+		http.Error(w, `{"error":{"message":"down","type":"server_error"}}`, http.StatusServiceUnavailable)
 		return true
 	}
 	claude := responsesAnthropic(t)
