@@ -227,13 +227,19 @@ func TestPropagationFileStorage(t *testing.T) {
 	testPropagation(t, kv, nil, kv, nil)
 }
 
+// propagationDB is the Redis database TestPropagationRedis flushes; no
+// other test uses it.
+const propagationDB = 15
+
 // TestPropagationRedis: two stores on one Redis (two gateway instances)
 // see each other's revocation through pub/sub; the test reports how long
 // it took.
 func TestPropagationRedis(t *testing.T) {
-	c := redistest.Client(t, 13)
+	// A database of its own: it is flushed, and packages' tests run at
+	// the same time (integration's Redis outage test uses 13).
+	c := redistest.Client(t, propagationDB)
 	c.FlushDB(context.Background())
-	c2 := redistest.Client(t, 13)
+	c2 := redistest.Client(t, propagationDB)
 	testPropagation(t, kvstore.NewRedis(c, 0), c, kvstore.NewRedis(c2, 0), c2)
 }
 
