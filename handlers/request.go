@@ -11,6 +11,7 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/byteview"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/prompts"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
@@ -238,6 +239,25 @@ func checkJSONObject(b []byte) error {
 }
 
 // readModelStream reads the model and stream fields of a checked body.
+//
+// One walk of the top-level members that skips string values with a
+// vector search (jsonlimit.Members), not gjson's byte-by-byte walk: a
+// body without "stream" (every non-streamed call) would otherwise be
+// read to its end a second time after the check. The two values are
+// then read as gjson reads them, so "1" or "true" as a string count as
+// gjson counts them.
 func readModelStream(b []byte) (string, bool) {
-	return gjson.GetBytes(b, "model").String(), gjson.GetBytes(b, "stream").Bool()
+	var raw [2][]byte
+	jsonlimit.Members(b, modelStream[:], raw[:])
+	var model string
+	if raw[0] != nil {
+		// A copy: the model outlives nothing here, but the log and the
+		// plan keep it, and b's memory is not theirs.
+		model = strings.Clone(gjson.Parse(byteview.String(raw[0])).String())
+	}
+	stream := raw[1] != nil && gjson.Parse(byteview.String(raw[1])).Bool()
+	return model, stream
 }
+
+// modelStream are the members readModelStream reads.
+var modelStream = [...]string{"model", "stream"}

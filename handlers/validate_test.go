@@ -1,7 +1,10 @@
 package handlers
 
 import (
+	"strings"
 	"testing"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 )
@@ -46,6 +49,29 @@ func TestValidateCompletion(t *testing.T) {
 		e, ok := err.(*apierror.Error)
 		if !ok || e.Status != 400 || e.Param != tt.param {
 			t.Errorf("%s: want 400 on %s, got %v", tt.body, tt.param, err)
+		}
+	}
+}
+
+// TestReadModelStream: the one-walk reader answers as gjson does, for
+// every shape a client may send.
+func TestReadModelStream(t *testing.T) {
+	for _, body := range []string{
+		`{"model":"gpt-4o","stream":true}`,
+		`{"stream":false,"model":"m"}`,
+		`{"messages":[{"model":"inner","stream":true}],"model":"outer"}`,
+		`{"model":"a\"b\u00e9","stream":"true"}`,
+		`{"model":7,"stream":1}`,
+		`{"model":null,"stream":null}`,
+		`{"model":"first","model":"second","stream":true,"stream":false}`,
+		`{"model":{"x":1},"stream":[true]}`,
+		`{"messages":[{"role":"user","content":"` + strings.Repeat("x\\\"", 500) + `"}]}`,
+		`{}`,
+	} {
+		m, s := readModelStream([]byte(body))
+		wm, ws := gjson.Get(body, "model").String(), gjson.Get(body, "stream").Bool()
+		if m != wm || s != ws {
+			t.Errorf("%s: got %q %v, gjson %q %v", body, m, s, wm, ws)
 		}
 	}
 }
