@@ -13,7 +13,8 @@ import (
 	// The two stores' database/sql drivers: pgx for PostgreSQL, modernc's
 	// pure-Go SQLite (no cgo) for the embedded store.
 	_ "github.com/jackc/pgx/v5/stdlib"
-	_ "modernc.org/sqlite"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Store is where a Ledger writes its batches.
@@ -123,11 +124,33 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		return nil, fmt.Errorf("ledger: opening %s: %v", out.name, err)
 	}
 	out.db = db
-	if err := out.migrate(ctx); err != nil {
+	if err := out.migrateRetrying(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("ledger: migrating %s: %v", out.name, err)
 	}
 	return out, nil
+}
+
+// migrateRetrying migrates, retrying while SQLite reports the file busy.
+// The busy timeout covers waiting for a writer, but SQLite answers
+// SQLITE_BUSY at once, without calling the busy handler, where waiting
+// could deadlock: a connection switching a new file to WAL while another
+// opens it, or a read lock upgrading. Instances (or a reload's new
+// config) opening one file together then retry instead of failing.
+func (s *DB) migrateRetrying(ctx context.Context) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		err := s.migrate(ctx)
+		var se *sqlite.Error
+		if err == nil || s.d.postgres || !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
 }
 
 // Close closes the database.
