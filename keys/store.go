@@ -79,7 +79,7 @@ type Store struct {
 type index struct {
 	byDigest map[Digest]*entry
 	apiKeys  map[string]*APIKey
-	order    []string // api key ids, sorted (UUIDv7: creation order)
+	order    []keyRef // api keys by id (UUIDv7: creation order)
 	vks      map[string]*vkEntry
 	vkSlug   map[wsName]*vkEntry
 	configs  map[string]*Config
@@ -259,42 +259,6 @@ func (s *Store) APIKey(id string) (*APIKey, bool) {
 	return r, ok
 }
 
-// ListAPIKeys returns up to limit key records that keep passes, in
-// creation order, after the id after (empty: from the start) and then
-// skipping offset of them, the number that pass in all, and whether more
-// follow.
-func (s *Store) ListAPIKeys(keep func(*APIKey) bool, after string, offset, limit int) (page []*APIKey, total int, more bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	start := 0
-	if after != "" {
-		start, _ = slices.BinarySearch(s.idx.order, after)
-		if start < len(s.idx.order) && s.idx.order[start] == after {
-			start++
-		}
-	}
-	for i, id := range s.idx.order {
-		r := s.idx.apiKeys[id]
-		if !keep(r) {
-			continue
-		}
-		total++
-		if i < start {
-			continue
-		}
-		if offset > 0 {
-			offset--
-			continue
-		}
-		if len(page) < limit {
-			page = append(page, r)
-		} else {
-			more = true
-		}
-	}
-	return page, total, more
-}
-
 // VirtualKey returns the decrypted settings of workspace's virtual key
 // slug. A key that is not active, or expired, is not found.
 func (s *Store) VirtualKey(workspace, slug string) (*providers.Settings, bool) {
@@ -404,7 +368,7 @@ func (s *Store) Load(ctx context.Context) error {
 			}
 		}
 	}
-	slices.Sort(idx.order)
+	idx.sortOrder()
 	s.mu.Lock()
 	s.idx = idx
 	s.mu.Unlock()
@@ -413,8 +377,8 @@ func (s *Store) Load(ctx context.Context) error {
 }
 
 // put decodes a record of kind into idx, replacing its older version;
-// sorted keeps the key order sorted (a single change), else the caller
-// sorts once after a full load.
+// sorted keeps the key order up to date (a single change), else the
+// caller builds it once (sortOrder) after a full load.
 func (s *Store) put(idx *index, kind string, data []byte, sorted bool) error {
 	switch kind {
 	case kindAPIKeys:
@@ -463,8 +427,8 @@ func (s *Store) open(r *VirtualKey) *providers.Settings {
 	return &full
 }
 
-// putAPIKey indexes r; sorted says whether order must stay sorted (a
-// single change) or is sorted once after a full load.
+// putAPIKey indexes r; sorted says whether order is kept up to date (a
+// single change) or built once by sortOrder after a bulk change.
 func (idx *index) putAPIKey(r *APIKey, ext any, sorted bool) error {
 	d, err := ParseDigest(r.Digest)
 	if err != nil {
@@ -477,13 +441,14 @@ func (idx *index) putAPIKey(r *APIKey, ext any, sorted bool) error {
 	if pd, err := ParseDigest(r.PrevDigest); err == nil {
 		idx.byDigest[pd] = &entry{rec: r, ext: ext, prev: true}
 	}
-	if old == nil {
-		if sorted {
-			i, _ := slices.BinarySearch(idx.order, r.ID)
-			idx.order = slices.Insert(idx.order, i, r.ID)
-		} else {
-			idx.order = append(idx.order, r.ID)
-		}
+	if !sorted {
+		return nil // sortOrder follows
+	}
+	ref := keyRef{id: r.ID, lname: strings.ToLower(r.Name), rec: r}
+	if i, found := slices.BinarySearchFunc(idx.order, r.ID, byID); found {
+		idx.order[i] = ref
+	} else {
+		idx.order = slices.Insert(idx.order, i, ref)
 	}
 	return nil
 }
@@ -508,7 +473,7 @@ func (idx *index) dropAPIKey(id string) {
 	}
 	idx.dropDigests(old)
 	delete(idx.apiKeys, id)
-	if i, ok := slices.BinarySearch(idx.order, id); ok {
+	if i, ok := slices.BinarySearchFunc(idx.order, id, byID); ok {
 		idx.order = slices.Delete(idx.order, i, i+1)
 	}
 }

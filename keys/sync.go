@@ -158,6 +158,10 @@ func (s *Store) onMessage(payload string) {
 	switch {
 	case n <= applied:
 		return
+	case id == "*":
+		// A bulk change (ImportAPIKeys): read everything again once.
+		s.reloadAll()
+		return
 	case n == applied+1:
 		if err := s.reloadOne(kind, id); err != nil {
 			s.opts.Logger.Error("keys: applying a change failed; reloading", zap.Error(err))

@@ -246,15 +246,21 @@ func createAPIKey(c *call) (any, error) {
 	return map[string]string{"id": r.ID, "key": key, "object": "api-key"}, nil
 }
 
-// listAPIKeys: GET /v1/api-keys?workspace_id=&page_size=&current_page=
-// or &after=<id> (a cursor: the last id of the previous page). The
-// Caddyfile's keys come first.
+// listAPIKeys: GET /v1/api-keys?workspace_id=&search=&status=&page_size=
+// &current_page= or &after=<id> (a cursor: the last id of the previous
+// page). search keeps the keys whose name contains it, ignoring case, or
+// whose id starts with it; status keeps one status. The Caddyfile's keys
+// come first.
 func listAPIKeys(c *call) (any, error) {
 	if err := c.need("api_keys.list"); err != nil {
 		return nil, err
 	}
 	q := c.r.URL.Query()
 	filter, err := c.filter(q.Get("workspace_id"))
+	if err != nil {
+		return nil, err
+	}
+	sf, err := keySearch(q.Get("search"), q.Get("status"))
 	if err != nil {
 		return nil, err
 	}
@@ -270,7 +276,7 @@ func listAPIKeys(c *call) (any, error) {
 	var data []*keyView
 	var fromConfig []*keyView
 	for _, k := range c.app.ConfigKeys() {
-		if c.visible(k.OrganisationID, k.WorkspaceID, filter) {
+		if c.visible(k.OrganisationID, k.WorkspaceID, filter) && sf.matches(k.KeyID, k.Name, keys.StatusActive) {
 			fromConfig = append(fromConfig, viewConfigKey(k))
 		}
 	}
@@ -283,8 +289,8 @@ func listAPIKeys(c *call) (any, error) {
 			offset = skip - len(fromConfig)
 		}
 	}
-	keep := func(r *keys.APIKey) bool { return c.visible(r.OrganisationID, r.WorkspaceID, filter) }
-	recs, total, more := c.store.ListAPIKeys(keep, after, offset, size-len(data))
+	sf.Keep = func(r *keys.APIKey) bool { return c.visible(r.OrganisationID, r.WorkspaceID, filter) }
+	recs, total, more := c.store.SearchAPIKeys(sf.KeyFilter, after, offset, size-len(data))
 	for _, r := range recs {
 		data = append(data, viewKey(r))
 	}
@@ -293,6 +299,32 @@ func listAPIKeys(c *call) (any, error) {
 		out.LastID = recs[len(recs)-1].ID
 	}
 	return out, nil
+}
+
+// keyFilter is a list's search and status.
+type keyFilter struct{ keys.KeyFilter }
+
+// keySearch checks a list's search and status parameters.
+func keySearch(search, status string) (keyFilter, error) {
+	if len(search) > keys.MaxSearch {
+		return keyFilter{}, apierror.BadRequest("search", "search must be at most %d bytes", keys.MaxSearch)
+	}
+	switch status {
+	case "", keys.StatusActive, keys.StatusDisabled, keys.StatusRevoked, keys.StatusExhausted:
+	default:
+		return keyFilter{}, apierror.BadRequest("status", "status must be active, disabled, revoked or exhausted")
+	}
+	return keyFilter{keys.KeyFilter{Search: strings.TrimSpace(search), Status: status}}, nil
+}
+
+// matches applies the filter to a record that is not in the store (a
+// Caddyfile key, a virtual key), as SearchAPIKeys does to stored keys.
+func (f keyFilter) matches(id, name, status string) bool {
+	if f.Status != "" && status != f.Status {
+		return false
+	}
+	q := strings.ToLower(f.Search)
+	return q == "" || strings.Contains(strings.ToLower(name), q) || strings.HasPrefix(id, q)
 }
 
 func orEmptyList[T any](s []T) []T {

@@ -221,13 +221,20 @@ func sortedNames(m map[string]json.RawMessage) []string {
 	return out
 }
 
-// listVirtualKeys: GET /v1/virtual-keys[?workspace_id=] → the Caddyfile's
-// virtual keys (every key can use them) and the API's within reach.
+// listVirtualKeys: GET /v1/virtual-keys[?workspace_id=&search=&status=]
+// → the Caddyfile's virtual keys (every key can use them) and the API's
+// within reach; search keeps those whose name or slug contains it,
+// ignoring case, or whose id starts with it.
 func listVirtualKeys(c *call) (any, error) {
 	if err := c.need("virtual_keys.list"); err != nil {
 		return nil, err
 	}
-	filter, err := c.filter(c.r.URL.Query().Get("workspace_id"))
+	q := c.r.URL.Query()
+	filter, err := c.filter(q.Get("workspace_id"))
+	if err != nil {
+		return nil, err
+	}
+	sf, err := keySearch(q.Get("search"), q.Get("status"))
 	if err != nil {
 		return nil, err
 	}
@@ -235,10 +242,14 @@ func listVirtualKeys(c *call) (any, error) {
 	slices.Sort(names)
 	data := make([]*vkView, 0, len(names))
 	for _, n := range names {
-		s, _ := c.app.ConfigVirtualKey(n)
-		data = append(data, viewConfigVK(n, s))
+		if sf.matches("", n, keys.StatusActive) {
+			s, _ := c.app.ConfigVirtualKey(n)
+			data = append(data, viewConfigVK(n, s))
+		}
 	}
-	for _, r := range c.store.VirtualKeys(func(r *keys.VirtualKey) bool { return c.visible(r.OrganisationID, r.WorkspaceID, filter) }) {
+	for _, r := range c.store.VirtualKeys(func(r *keys.VirtualKey) bool {
+		return c.visible(r.OrganisationID, r.WorkspaceID, filter) && (sf.matches(r.ID, r.Name, r.Status) || sf.matches(r.ID, r.Slug, r.Status))
+	}) {
 		data = append(data, viewVK(r))
 	}
 	return list[*vkView]{Object: "list", Total: len(data), Data: data}, nil
