@@ -17,6 +17,8 @@ import (
 var funcs = template.FuncMap{
 	"join": strings.Join,
 	"add":  func(a, b int) int { return a + b },
+	// statuses are the keys page's status choices ("" is any).
+	"statuses": func() []string { return []string{"", "active", "disabled", "revoked", "exhausted"} },
 }
 
 // ranges are the overview's choices, by the name the form sends.
@@ -150,10 +152,14 @@ type keyRow struct {
 }
 
 type keysData struct {
-	Keys    []keyRow
-	Total   int
-	Next    string
-	After   string
+	Keys  []keyRow
+	Total int
+	Next  string
+	After string
+	// Search and Status narrow the list (the API's search and status);
+	// Query carries them to the next page.
+	Search, Status string
+	Query          template.URL
 	Secret  string
 	NewName string
 	CanNew  bool
@@ -165,6 +171,12 @@ type keysData struct {
 // paged by cursor, however many keys there are.
 const keysPageSize = 50
 
+// maxKeySearch is the API's bound on a key search (keys.MaxSearch).
+const maxKeySearch = 128
+
+// maxGraceMinutes is the API's bound on a rotation's grace: 30 days.
+const maxGraceMinutes = 30 * 24 * 60
+
 // keysPage lists the keys the signed-in key may see, one cursor page at
 // a time, and shows a secret just created or rotated once.
 func (h *Handler) keysPage(w http.ResponseWriter, r *http.Request, c *ctx) {
@@ -172,6 +184,22 @@ func (h *Handler) keysPage(w http.ResponseWriter, r *http.Request, c *ctx) {
 	var flash string
 	d.Secret, d.NewName, flash = h.sessions.take(c.id)
 	q := url.Values{"page_size": {strconv.Itoa(keysPageSize)}}
+	d.Search, d.Status = filterValue(r, "search"), filterValue(r, "status")
+	keep := url.Values{}
+	if len(d.Search) > maxKeySearch {
+		d.Search = d.Search[:maxKeySearch]
+	}
+	if d.Search != "" {
+		q.Set("search", d.Search)
+		keep.Set("search", d.Search)
+	}
+	if d.Status != "" {
+		q.Set("status", d.Status)
+		keep.Set("status", d.Status)
+	}
+	if len(keep) > 0 {
+		d.Query = template.URL("&" + keep.Encode())
+	}
 	if a := r.URL.Query().Get("after"); a != "" && len(a) <= 64 {
 		q.Set("after", a)
 		d.After = a
@@ -226,10 +254,11 @@ func (h *Handler) keysAction(w http.ResponseWriter, r *http.Request, c *ctx, act
 	case "rotate":
 		method, path = http.MethodPost, "/api-keys/"+url.PathEscape(id)+"/rotate"
 		grace, err := strconv.ParseInt(r.PostFormValue("grace_minutes"), 10, 64)
-		if err != nil || grace < 0 {
-			grace = 60
+		if err != nil || grace < 0 || grace > maxGraceMinutes {
+			h.fail(w, r, c, http.StatusBadRequest, fmt.Sprintf("the grace period is a number of minutes from 0 to %d (30 days)", maxGraceMinutes))
+			return
 		}
-		body = map[string]any{"key_transition_period_ms": min(grace, 1<<30) * 60000}
+		body = map[string]any{"key_transition_period_ms": grace * 60000}
 		name = r.PostFormValue("name")
 	case "revoke":
 		method, path = http.MethodDelete, "/api-keys/"+url.PathEscape(id)

@@ -20,10 +20,12 @@ type vkRow struct {
 type vkData struct {
 	Keys           []vkRow
 	Total          int
+	Search         string
 	CanNew, CanDel bool
 }
 
-// virtualKeysPage lists the virtual keys the signed-in key may see.
+// virtualKeysPage lists the virtual keys the signed-in key may see,
+// those whose name or slug contains the search when one is given.
 func (h *Handler) virtualKeysPage(w http.ResponseWriter, r *http.Request, c *ctx) {
 	d := &vkData{CanNew: c.can("virtual_keys.create"), CanDel: c.can("virtual_keys.delete")}
 	_, _, flash := h.sessions.take(c.id)
@@ -32,7 +34,12 @@ func (h *Handler) virtualKeysPage(w http.ResponseWriter, r *http.Request, c *ctx
 		Total int     `json:"total"`
 		Data  []vkRow `json:"data"`
 	}
-	if err := h.getJSON(r, c.s.key, "/virtual-keys", nil, &list); err != nil {
+	var q url.Values
+	if d.Search = filterValue(r, "search"); d.Search != "" {
+		d.Search = d.Search[:min(len(d.Search), maxKeySearch)]
+		q = url.Values{"search": {d.Search}}
+	}
+	if err := h.getJSON(r, c.s.key, "/virtual-keys", q, &list); err != nil {
 		p.Err = err.Error()
 		h.renderFor(w, r, c, statusOf(err), "virtualkeys", p)
 		return
