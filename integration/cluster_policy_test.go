@@ -56,7 +56,14 @@ func TestClusterPolicyChangeOnIdleReplica(t *testing.T) {
 		limit  int
 	}{
 		{"created", func(string) {}, func(tag string) { createPolicy(t, gatewayKey, policy(tag, 10)) }, 10},
-		{"lowered", func(tag string) { createPolicy(t, gatewayKey, policy(tag, 50)) }, func(tag string) {
+		{"lowered", func(tag string) {
+			createPolicy(t, gatewayKey, policy(tag, 50))
+			// B learns of a change within its 1s version check: the
+			// warm-up request must find the policy there to count
+			// against it (it did not always, and the burst then had
+			// room for 10).
+			time.Sleep(1100 * time.Millisecond)
+		}, func(tag string) {
 			id := listPolicyByName(t, "cluster-"+tag)
 			if st, m := api(t, gatewayKey, http.MethodPut, "/policies/rate-limits/"+id, `{"value":10}`); st != 200 {
 				t.Fatalf("lowering: %d %v", st, m)
