@@ -160,13 +160,18 @@ func toolChat(w http.ResponseWriter, r *http.Request, body []byte) bool {
 // Anthropic format: the body must carry anthropic_version
 // "bedrock-2023-05-31" and no model or stream (Bedrock refuses them); the
 // answer is Anthropic's JSON, the stream Anthropic's events, each in a
-// chunk frame's base64 "bytes". Every other call goes to fakeBedrock.
+// chunk frame's base64 "bytes". CountTokens is served too
+// (countTokens). Every other call goes to fakeBedrock.
 func newFakeBedrockClaude(t testing.TB) *fakeBedrock {
 	f := &fakeBedrock{t: t}
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rest, _ := strings.CutPrefix(r.URL.EscapedPath(), "/model/")
 		escID, action, _ := strings.Cut(rest, "/")
 		model, _ := url.PathUnescape(escID)
+		if action == "count-tokens" {
+			f.countTokens(w, r, model)
+			return
+		}
 		if !strings.Contains(model, "anthropic.claude") || (action != "invoke" && action != "invoke-with-response-stream") {
 			f.serve(w, r)
 			return
@@ -227,4 +232,35 @@ func newFakeBedrockClaude(t testing.TB) *fakeBedrock {
 func logFor(t testing.TB, resp *http.Response) string {
 	t.Helper()
 	return logLineFor(t, resp.Header.Get("X-Gateway-Trace-Id"))
+}
+
+// countTokens is Bedrock's CountTokens, POST /model/{modelId}/count-tokens:
+// signed like every call, a body of {"input":{"invokeModel":{"body":
+// <base64 InvokeModel body>}}} whose InvokeModel body must be a valid
+// Claude one, foundation model ids only (an inference profile id is a
+// ValidationException, as AWS answers). The count is 100 per message
+// plus 7, as {"inputTokens":N}.
+func (f *fakeBedrock) countTokens(w http.ResponseWriter, r *http.Request, model string) {
+	body, _ := io.ReadAll(r.Body)
+	if err := f.authenticate(r, body); err != nil {
+		bedrockError(w, http.StatusForbidden, "InvalidSignatureException", err.Error())
+		return
+	}
+	f.mu.Lock()
+	f.seen = append(f.seen, seenRequest{Method: r.Method, Path: r.URL.EscapedPath(), Header: r.Header.Clone(), Body: body})
+	f.mu.Unlock()
+	outer := gjson.ParseBytes(body)
+	inner, err := base64.StdEncoding.DecodeString(outer.Get("input.invokeModel.body").Str)
+	switch {
+	case r.Method != http.MethodPost || len(outer.Map()) != 1 || len(outer.Get("input").Map()) != 1 || err != nil:
+		bedrockError(w, http.StatusBadRequest, "ValidationException", "1 validation error detected: input")
+	case !strings.HasPrefix(model, "anthropic.claude") || strings.HasPrefix(model, "anthropic.claude-v2"):
+		bedrockError(w, http.StatusBadRequest, "ValidationException", "The provided model doesn't support counting tokens.")
+	case gjson.GetBytes(inner, "anthropic_version").String() != "bedrock-2023-05-31" || gjson.GetBytes(inner, "model").Exists() ||
+		gjson.GetBytes(inner, "stream").Exists() || !gjson.GetBytes(inner, "max_tokens").Exists() || !gjson.GetBytes(inner, "messages").IsArray():
+		bedrockError(w, http.StatusBadRequest, "ValidationException", "Malformed input request: "+string(inner))
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"inputTokens":%d}`, len(gjson.GetBytes(inner, "messages").Array())*100+7)
+	}
 }

@@ -91,7 +91,7 @@ func (provider) Translator(op providers.Operation) providers.Translator {
 	case providers.OpMessages:
 		return Native{Provider: Slug}
 	case providers.OpCountTokens:
-		return CountTokens{}
+		return CountTokens{Provider: Slug}
 	}
 	return nil
 }

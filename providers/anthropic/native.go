@@ -49,13 +49,17 @@ func (t Native) Stream(_ *providers.Call, w io.Writer) providers.StreamConverter
 }
 
 // CountTokens is the translator of a native count_tokens call: its
-// answer, {"input_tokens":N}, is passed as it is; it bills nothing.
-type CountTokens struct{}
+// answer, {"input_tokens":N}, is passed as it is; it bills nothing. It is
+// used by anthropic and, for Claude models, vertex-ai.
+type CountTokens struct {
+	// Provider is the slug named in error messages.
+	Provider string
+}
 
 // Response implements providers.Translator.
-func (CountTokens) Response(_ *providers.Call, body []byte) ([]byte, *providers.Usage, error) {
-	if err := jsonlimit.Object(body); err != nil || !gjson.GetBytes(body, "input_tokens").Exists() {
-		return nil, nil, oaiwire.MissingField(Slug, "input_tokens")
+func (t CountTokens) Response(_ *providers.Call, body []byte) ([]byte, *providers.Usage, error) {
+	if err := jsonlimit.Object(body); err != nil || gjson.GetBytes(body, "input_tokens").Type != gjson.Number {
+		return nil, nil, oaiwire.MissingField(t.Provider, "input_tokens")
 	}
 	return body, nil, nil
 }

@@ -3,7 +3,8 @@
 // Chat completions go through the Converse API (POST /model/{id}/converse,
 // and /converse-stream whose binary event stream is translated to OpenAI
 // chunks); Anthropic Messages API calls to Claude models through
-// InvokeModel (messages.go); embeddings go through InvokeModel for the Titan and Cohere
+// InvokeModel (messages.go) and their count_tokens through CountTokens
+// (counttokens.go); embeddings go through InvokeModel for the Titan and Cohere
 // embedding models; any other client path is passed through to
 // bedrock-runtime unchanged but signed. Requests are signed with SigV4 from
 // the clouda_* settings or, when only api_key is set, carry a Bedrock API
@@ -101,6 +102,12 @@ func (p *Provider) Prepare(c *providers.Call, s *providers.Settings, u *provider
 			action, accept = "/invoke-with-response-stream", contentEventStream
 		}
 		path, rawPath = modelPath(c.Model, action)
+	case providers.OpCountTokens:
+		if body, err = countTokensRequest(c); err != nil {
+			return err
+		}
+		c.Stream = false
+		path, rawPath = modelPath(foundationModel(c.Model), "/count-tokens")
 	case providers.OpEmbeddings:
 		if c.Model == "" {
 			return apierror.BadRequest("model", "model is required: a Titan or Cohere embedding model id")
@@ -155,6 +162,8 @@ func (p *Provider) Translator(op providers.Operation) providers.Translator {
 		return embedTranslator{}
 	case providers.OpMessages:
 		return messagesTranslator{}
+	case providers.OpCountTokens:
+		return countTranslator{}
 	}
 	return nil
 }

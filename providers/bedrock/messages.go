@@ -35,9 +35,10 @@ func IsClaude(model string) bool {
 	return strings.Contains(model, "anthropic.") || strings.Contains(model, "claude")
 }
 
-// SpeaksMessages implements providers.MessagesSpeaker.
+// SpeaksMessages implements providers.MessagesSpeaker: Claude models take
+// the Messages API (InvokeModel) and count_tokens (CountTokens).
 func (p *Provider) SpeaksMessages(op providers.Operation, model string) bool {
-	return op == providers.OpMessages && IsClaude(model)
+	return (op == providers.OpMessages || op == providers.OpCountTokens) && IsClaude(model)
 }
 
 // messagesRequest returns the InvokeModel body of a Messages call.

@@ -46,7 +46,7 @@ func TestPrepareMessages(t *testing.T) {
 		t.Fatal("a Messages call to a non-Claude model was sent")
 	}
 	if !testProvider().SpeaksMessages(providers.OpMessages, "us.anthropic.claude-3-7-sonnet-20250219-v1:0") || testProvider().SpeaksMessages(providers.OpMessages, "amazon.nova-pro-v1:0") ||
-		testProvider().SpeaksMessages(providers.OpCountTokens, "anthropic.claude-3-haiku") {
+		testProvider().SpeaksMessages(providers.OpChat, "anthropic.claude-3-haiku") {
 		t.Fatal("SpeaksMessages")
 	}
 }

@@ -9,6 +9,9 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/oaiwire"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
@@ -121,7 +124,7 @@ func (p *provider) Prepare(c *providers.Call, s *providers.Settings, u *provider
 		}
 		method = http.MethodPost
 		u.Header.Set("Content-Type", "application/json")
-	case providers.OpMessages:
+	case providers.OpMessages, providers.OpCountTokens:
 		if path, body, err = messagesRoute(c, location); err != nil {
 			return err
 		}
@@ -174,7 +177,8 @@ func (p *provider) route(c *providers.Call, location string) (path, query string
 const messagesVersion = "vertex-2023-10-16"
 
 // messagesRoute builds the path and body of a Messages API call to a
-// Claude model: the client's body with the model moved to the URL.
+// Claude model: the client's body with the model moved to the URL; a
+// count_tokens call goes to count-tokens:rawPredict.
 func messagesRoute(c *providers.Call, location string) (path string, body []byte, err error) {
 	pub, model, err := SplitModel(c.Model)
 	if err != nil {
@@ -185,6 +189,15 @@ func messagesRoute(c *providers.Call, location string) (path string, body []byte
 	}
 	if model, err = gemini.Model(model); err != nil {
 		return "", nil, err
+	}
+	if c.Op == providers.OpCountTokens {
+		// Claude's token counting takes the Messages body with the
+		// model in it (its bare id), at one URL for every model.
+		c.Stream = false
+		if body, err = countBody(c.Body, model); err != nil {
+			return "", nil, err
+		}
+		return location + "/publishers/anthropic/models/count-tokens:rawPredict", body, nil
 	}
 	if body, err = anthropic.CloudBody(c.Body, messagesVersion); err != nil {
 		return "", nil, err
@@ -197,10 +210,24 @@ func messagesRoute(c *providers.Call, location string) (path string, body []byte
 }
 
 // SpeaksMessages implements providers.MessagesSpeaker: Claude models take
-// the Messages API on Vertex AI.
+// the Messages API and count_tokens on Vertex AI.
 func (p *provider) SpeaksMessages(op providers.Operation, model string) bool {
 	pub, _, err := SplitModel(model)
-	return op == providers.OpMessages && err == nil && pub == Anthropic
+	return (op == providers.OpMessages || op == providers.OpCountTokens) && err == nil && pub == Anthropic
+}
+
+// countBody is the count-tokens body of a count_tokens call: the
+// client's, with the model's bare id (no "anthropic/" publisher) and
+// Vertex AI's anthropic_version unless the client set one.
+func countBody(body []byte, model string) ([]byte, error) {
+	out, err := sjson.SetBytes(body, "model", model)
+	if err == nil && !gjson.GetBytes(out, "anthropic_version").Exists() {
+		out, err = sjson.SetBytes(out, "anthropic_version", messagesVersion)
+	}
+	if err != nil {
+		return nil, apierror.BadRequest("", "the request body could not be prepared for vertex-ai: %v", err)
+	}
+	return out, nil
 }
 
 // credentials returns the bearer token and the service account's project.
@@ -223,6 +250,8 @@ func (p *provider) Translator(op providers.Operation) providers.Translator {
 		return embeddings{}
 	case providers.OpMessages:
 		return claudeNative
+	case providers.OpCountTokens:
+		return claudeCount
 	}
 	return nil
 }
@@ -230,3 +259,7 @@ func (p *provider) Translator(op providers.Operation) providers.Translator {
 // claudeNative reads the usage of Messages API answers of Claude models;
 // Google's error envelope is put in Anthropic's shape.
 var claudeNative = anthropic.Native{Provider: Slug}
+
+// claudeCount passes Claude's count-tokens answer, {"input_tokens":N},
+// as it is.
+var claudeCount = anthropic.CountTokens{Provider: Slug}

@@ -251,7 +251,8 @@ func TestChatPicksTranslation(t *testing.T) {
 func TestMessagesOnlyClaude(t *testing.T) {
 	p := &provider{}
 	if !p.SpeaksMessages(providers.OpMessages, "claude-sonnet-4-5@20250929") || p.SpeaksMessages(providers.OpMessages, "gemini-2.5-pro") ||
-		p.SpeaksMessages(providers.OpCountTokens, "claude-sonnet-4-5@20250929") {
+		!p.SpeaksMessages(providers.OpCountTokens, "claude-sonnet-4-5@20250929") || p.SpeaksMessages(providers.OpCountTokens, "gemini-2.5-pro") ||
+		p.SpeaksMessages(providers.OpChat, "claude-sonnet-4-5@20250929") {
 		t.Fatal("SpeaksMessages")
 	}
 	c := &providers.Call{Op: providers.OpMessages, Method: "POST", Model: "gemini-2.5-pro", Body: []byte(`{"model":"gemini-2.5-pro"}`), Header: http.Header{}}
