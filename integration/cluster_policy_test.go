@@ -3,7 +3,6 @@ package integration
 import (
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,17 +16,7 @@ import (
 // Before the version check, B served its old set to every request but the
 // one reloading it (12–58 admitted against 10/min).
 func TestClusterPolicyChangeOnIdleReplica(t *testing.T) {
-	requireRedis(t)
-	bin := buildGateway(t)
-	up := newFakeOpenAI(t)
-
-	portB := freePort()
-	dir := t.TempDir()
-	b := rlSite{Redis: redisBlock(false), Storage: filepath.Join(dir, "storage"),
-		HTTPPort: portB, AdminPort: freePort(), Log: filepath.Join(dir, "b.log")}
-	startGateway(t, bin, dir, b.caddyfile(), portB)
-	baseB := fmt.Sprintf("http://127.0.0.1:%d/v1", portB)
-	loadRL(t, rlSite{Redis: redisBlock(false)})
+	up, baseB := startRedisPair(t)
 
 	// idle makes B load its policy set with one request, then leaves it
 	// idle for longer than its 1s version check, as a replica behind a

@@ -15,26 +15,31 @@ import (
 	"time"
 )
 
+// startRedisPair starts two gateways with the rate-limit site on one
+// Redis: the gateway binary as a subprocess, with its own ports and
+// storage (its /v1 base URL is returned), and this process's Caddy; and
+// the fake provider both send to.
+func startRedisPair(t *testing.T) (up *fakeOpenAI, base2 string) {
+	t.Helper()
+	requireRedis(t)
+	bin := buildGateway(t)
+	up = newFakeOpenAI(t)
+	port2 := freePort()
+	dir := t.TempDir()
+	second := rlSite{Redis: redisBlock(false), Storage: filepath.Join(dir, "storage"),
+		HTTPPort: port2, AdminPort: freePort(), Log: filepath.Join(dir, "second.log")}
+	startGateway(t, bin, dir, second.caddyfile(), port2)
+	loadRL(t, rlSite{Redis: redisBlock(false)})
+	return up, fmt.Sprintf("http://127.0.0.1:%d/v1", port2)
+}
+
 // TestClusterRateLimit runs two gateways sharing one Redis: this process's
 // Caddy and the gateway binary as a subprocess, each with its own ports and
 // storage. A policy created through the API of one is enforced by both,
 // and concurrent requests spread over both are admitted exactly up to the
 // limit, at every concurrency tried.
 func TestClusterRateLimit(t *testing.T) {
-	requireRedis(t)
-	bin := buildGateway(t)
-	up := newFakeOpenAI(t)
-
-	// The second instance.
-	port2 := freePort()
-	dir := t.TempDir()
-	second := rlSite{Redis: redisBlock(false), Storage: filepath.Join(dir, "storage"),
-		HTTPPort: port2, AdminPort: freePort(), Log: filepath.Join(dir, "second.log")}
-	startGateway(t, bin, dir, second.caddyfile(), port2)
-	base2 := fmt.Sprintf("http://127.0.0.1:%d/v1", port2)
-
-	// The first instance, in process.
-	loadRL(t, rlSite{Redis: redisBlock(false)})
+	up, base2 := startRedisPair(t)
 
 	// Created on the first instance; the second has not loaded its policy
 	// set yet (its readiness probe stayed off /v1), so it loads it with
