@@ -147,12 +147,12 @@ func (a *messagesAdapter) Overflow(int, []byte, bool) ([]byte, *apierror.Error) 
 
 // FromChat implements FormatAdapter.
 func (a *messagesAdapter) FromChat(_ context.Context, chat []byte) ([]byte, error) {
-	return messages.FromChat(chat, a.r.Model)
+	return messages.FromChat(chat, a.r.Model, a.r.StopSequences)
 }
 
 // Stream implements FormatAdapter.
 func (a *messagesAdapter) Stream(_ context.Context, w io.Writer) AdaptedStream {
-	return messages.NewStreamWriter(w, a.r.Model)
+	return messages.NewStreamWriter(w, a.r.Model, a.r.StopSequences)
 }
 
 // messagesErrors writes the errors of the Messages API's paths in

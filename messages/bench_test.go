@@ -31,7 +31,7 @@ func BenchmarkFromChat(b *testing.B) {
 	chat := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"the quick brown fox jumps over a lazy dog while seven bright engineers measure every small delay between request and"},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":19,"completion_tokens":20,"total_tokens":39}}`)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		if _, err := FromChat(chat, "m"); err != nil {
+		if _, err := FromChat(chat, "m", nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -48,7 +48,7 @@ func BenchmarkStreamWriter(b *testing.B) {
 		[]byte("data: [DONE]\n\n"))
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		s := NewStreamWriter(io.Discard, "m")
+		s := NewStreamWriter(io.Discard, "m", nil)
 		for _, c := range chunks {
 			if _, err := s.Write(c); err != nil {
 				b.Fatal(err)

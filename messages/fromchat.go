@@ -71,6 +71,29 @@ func StopReason(finish string) string {
 	return "end_turn"
 }
 
+// MatchedStop is the stop sequence a provider said it stopped at
+// (matched), when it is one of the request's stops; "" otherwise, for a
+// provider that does not say and for anything not asked for.
+func MatchedStop(matched string, stops []string) string {
+	if matched == "" {
+		return ""
+	}
+	for _, s := range stops {
+		if s == matched {
+			return s
+		}
+	}
+	return ""
+}
+
+// appendStopSequence appends seq as a JSON string, or null when empty.
+func appendStopSequence(b []byte, seq string) []byte {
+	if seq == "" {
+		return append(b, "null"...)
+	}
+	return oaiwire.AppendString(b, seq)
+}
+
 // MessageID makes an Anthropic-style id of a chat completion's id.
 func MessageID(chatID string) string {
 	if strings.HasPrefix(chatID, "msg_") {
@@ -84,10 +107,18 @@ func MessageID(chatID string) string {
 
 // FromChat translates a complete chat completion into a Messages answer
 // for a request for model (the client's model when the answer names
-// none). The first choice is the answer: Messages has no n. The answer
-// is read in one pass per level (it is read for every translated
-// answer) and written without reflection.
-func FromChat(chat []byte, model string) ([]byte, error) {
+// none) with stop_sequences stops. The first choice is the answer:
+// Messages has no n. The answer is read in one pass per level (it is
+// read for every translated answer) and written without reflection.
+//
+// OpenAI's format strips a matched stop sequence and says only
+// finish_reason "stop", which is also what a natural end says: such an
+// answer is end_turn with a null stop_sequence (as LiteLLM answers),
+// unless the provider names the sequence that matched (vLLM's
+// choices[].stop_reason, SGLang's matched_stop) and it is one of stops;
+// then it is stop_sequence with that sequence. A token id there (the
+// model's own end token) is not a stop sequence.
+func FromChat(chat []byte, model string, stops []string) ([]byte, error) {
 	if err := jsonlimit.Object(chat); err != nil {
 		return nil, err
 	}
@@ -110,13 +141,17 @@ func FromChat(chat []byte, model string) ([]byte, error) {
 	if !choice.IsObject() {
 		return nil, errNoChoice
 	}
-	var msg, finish gjson.Result
+	var msg, finish, matched gjson.Result
 	choice.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "message":
 			msg = v
 		case "finish_reason":
 			finish = v
+		case "stop_reason", "matched_stop":
+			if v.Type == gjson.String {
+				matched = v
+			}
 		}
 		return true
 	})
@@ -184,9 +219,13 @@ func FromChat(chat []byte, model string) ([]byte, error) {
 			return true
 		})
 	}
-	stop := StopReason(finish.Str)
+	stop, seq := StopReason(finish.Str), ""
 	if refusal.Str != "" {
 		stop = "refusal"
+	} else if finish.Str == "stop" {
+		if seq = MatchedStop(matched.Str, stops); seq != "" {
+			stop = "stop_sequence"
+		}
 	}
 	b = append(b, `],"stop_reason":`...)
 	b = oaiwire.AppendString(b, stop)
@@ -194,7 +233,8 @@ func FromChat(chat []byte, model string) ([]byte, error) {
 	if usage.IsObject() {
 		u = UsageOf(chatUsage([]byte(usage.Raw)))
 	}
-	b = append(b, `,"stop_sequence":null,"usage":{"input_tokens":`...)
+	b = appendStopSequence(append(b, `,"stop_sequence":`...), seq)
+	b = append(b, `,"usage":{"input_tokens":`...)
 	b = strconv.AppendInt(b, u.InputTokens, 10)
 	b = append(b, `,"output_tokens":`...)
 	b = strconv.AppendInt(b, u.OutputTokens, 10)

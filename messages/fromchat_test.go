@@ -30,7 +30,7 @@ func TestFromChat(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := FromChat([]byte(c.chat), "claude-sonnet-4-5")
+			got, err := FromChat([]byte(c.chat), "claude-sonnet-4-5", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -40,7 +40,7 @@ func TestFromChat(t *testing.T) {
 		})
 	}
 	for _, bad := range []string{`{"choices":[]}`, `[1]`, `{"choices":`} {
-		if _, err := FromChat([]byte(bad), "m"); err == nil {
+		if _, err := FromChat([]byte(bad), "m", nil); err == nil {
 			t.Errorf("FromChat(%s) accepted it", bad)
 		}
 	}

@@ -28,6 +28,10 @@ import (
 type StreamWriter struct {
 	dst   io.Writer
 	model string
+	// stops are the request's stop_sequences; seq is the one the
+	// provider said it stopped at (see FromChat).
+	stops []string
+	seq   string
 	dec   oaiwire.Decoder
 	each  oaiwire.Handler
 	out   []byte
@@ -52,9 +56,9 @@ type StreamWriter struct {
 }
 
 // NewStreamWriter returns a writer translating a chat stream for a
-// request for model into dst.
-func NewStreamWriter(dst io.Writer, model string) *StreamWriter {
-	s := &StreamWriter{dst: dst, model: model, open: -1, out: make([]byte, 0, 512)}
+// request for model with stop_sequences stops into dst.
+func NewStreamWriter(dst io.Writer, model string, stops []string) *StreamWriter {
+	s := &StreamWriter{dst: dst, model: model, stops: stops, open: -1, out: make([]byte, 0, 512)}
 	s.each = s.event
 	s.onChunk, s.onFirst, s.onChoice, s.onDelta, s.onTool = s.chunkMember, s.firstChoice, s.choiceMember, s.deltaMember, s.toolMember
 	return s
@@ -156,6 +160,11 @@ func (s *StreamWriter) event(_, data []byte) bool {
 	}
 	if c.finish.Type == gjson.String && c.finish.Str != "" {
 		s.stop = StopReason(c.finish.Str)
+		if c.finish.Str == "stop" {
+			if s.seq = MatchedStop(c.matched.Str, s.stops); s.seq != "" {
+				s.stop = "stop_sequence"
+			}
+		}
 	}
 	return true
 }
@@ -163,7 +172,7 @@ func (s *StreamWriter) event(_, data []byte) bool {
 // chunkFields are the members of one chat chunk the writer reads.
 type chunkFields struct {
 	id, model, choice, err, usage gjson.Result
-	delta, finish                 gjson.Result
+	delta, finish, matched        gjson.Result
 	content, reasoning, tools     gjson.Result
 }
 
@@ -197,6 +206,10 @@ func (s *StreamWriter) choiceMember(k, v gjson.Result) bool {
 		s.cur.delta = v
 	case "finish_reason":
 		s.cur.finish = v
+	case "stop_reason", "matched_stop":
+		if v.Type == gjson.String {
+			s.cur.matched = v
+		}
 	}
 	return true
 }
@@ -335,7 +348,8 @@ func (s *StreamWriter) end() {
 	u := UsageOf(s.usage)
 	b := append(s.out, "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"...)
 	b = oaiwire.AppendString(b, stop)
-	b = append(b, `,"stop_sequence":null},"usage":{"input_tokens":`...)
+	b = appendStopSequence(append(b, `,"stop_sequence":`...), s.seq)
+	b = append(b, `},"usage":{"input_tokens":`...)
 	b = strconv.AppendInt(b, u.InputTokens, 10)
 	b = append(b, `,"output_tokens":`...)
 	b = strconv.AppendInt(b, u.OutputTokens, 10)

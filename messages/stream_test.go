@@ -120,7 +120,7 @@ func TestStreamWriter(t *testing.T) {
 			// Whole, and one byte at a time: the output is the same.
 			for _, step := range []int{len(c.in), 1, 7} {
 				var out bytes.Buffer
-				s := NewStreamWriter(&out, "claude-x")
+				s := NewStreamWriter(&out, "claude-x", nil)
 				in := []byte(c.in)
 				for len(in) > 0 {
 					n := min(step, len(in))
@@ -155,7 +155,7 @@ func FuzzStreamWriter(f *testing.F) {
 	f.Add([]byte("data: [[[[[[\n\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var out bytes.Buffer
-		s := NewStreamWriter(&out, "m")
+		s := NewStreamWriter(&out, "m", nil)
 		_, _ = s.Write(in)
 		if err := s.Close(nil); err != nil {
 			t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/oaiwire"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/messages"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
@@ -46,7 +47,9 @@ func (provider) Prepare(c *providers.Call, s *providers.Settings, u *providers.U
 		path, query, method = "/messages", "", http.MethodPost
 		u.Header.Set("Content-Type", "application/json")
 	case providers.OpMessages, providers.OpCountTokens:
-		// The client spoke the Messages API: its body goes as it is.
+		// The client spoke the Messages API: its body goes as it is,
+		// less thinking blocks a translated target gave it unsigned.
+		body = messages.StripUnsignedThinking(body)
 		path, query, method = c.Path, "", http.MethodPost
 		u.Header.Set("Content-Type", "application/json")
 	case providers.OpCompletions:
