@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 
@@ -55,6 +56,12 @@ type BatchesConfig struct {
 	// batches.DefaultMaxRunning); the others wait, holding only their
 	// record.
 	MaxRunning int `json:"max_running,omitempty"`
+	// Lease is how long a batch's lease in Redis lasts without renewal
+	// (default batches.DefaultLease, 10 s; from batches.MinLease to
+	// batches.MaxLease): a batch whose instance died is taken over by
+	// another within one and a half leases. Without Redis it has no
+	// effect. Every instance of a cluster should set the same lease.
+	Lease caddy.Duration `json:"lease,omitempty"`
 }
 
 // provisionBatches shares the process's engine for this config's storage:
@@ -92,6 +99,9 @@ func (a *App) provisionBatches() error {
 			// finished line at once, so a takeover reruns only the lines
 			// that were in flight.
 			cfg.Lease, cfg.CheckpointEvery = batches.DefaultLease, 1
+			if l := a.BatchLimits; l != nil && checkLease(time.Duration(l.Lease)) == nil && l.Lease > 0 {
+				cfg.Lease = time.Duration(l.Lease)
+			}
 		}
 		eng := batches.NewEngine(cfg)
 		return batchEngine{files: store, engine: eng}, nil
@@ -108,8 +118,20 @@ func (a *App) provisionBatches() error {
 	if cfg.MaxFileBytes < 0 || cfg.MaxActive < 0 || cfg.MaxRunning < 0 {
 		return fmt.Errorf("batches: limits must not be negative")
 	}
+	if err := checkLease(time.Duration(cfg.Lease)); err != nil {
+		return err
+	}
+	be.engine.SetLease(time.Duration(cfg.Lease))
 	be.files.SetMaxBytes(cfg.MaxFileBytes)
 	be.engine.SetLimits(batches.Limits{MaxActive: cfg.MaxActive, MaxRunning: cfg.MaxRunning})
+	return nil
+}
+
+// checkLease refuses a batch lease outside its bounds; 0 is the default.
+func checkLease(d time.Duration) error {
+	if d != 0 && (d < batches.MinLease || d > batches.MaxLease) {
+		return fmt.Errorf("batches: lease must be from %v to %v, got %v", batches.MinLease, batches.MaxLease, d)
+	}
 	return nil
 }
 

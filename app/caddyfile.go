@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/dustin/go-humanize"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/batches"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonarg"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
@@ -73,6 +74,7 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 //			max_file_size <size>   # largest stored file (default 100MiB)
 //			max_active    <n>      # batches queued or running (default 100)
 //			max_running   <n>      # batches dispatching at once (default 8)
+//			lease         <d>      # with Redis: a batch's lease (default 10s, 2s–5m)
 //		}
 //		price_catalog <LiteLLM-format price file>
 //		ledger [<postgres:// URL | SQLite file path>] {
@@ -426,6 +428,12 @@ func (a *App) unmarshalBatches(d *caddyfile.Dispenser) error {
 			} else {
 				cfg.MaxRunning = n
 			}
+		case "lease":
+			l, err := caddy.ParseDuration(v)
+			if err != nil || checkLease(l) != nil || l == 0 {
+				return d.Errf("batches lease must be a duration from %v to %v, like 10s", batches.MinLease, batches.MaxLease)
+			}
+			cfg.Lease = caddy.Duration(l)
 		default:
 			return d.Errf("unknown batches option %q", opt)
 		}

@@ -253,6 +253,7 @@ func (e *Engine) finish(j *job, reason int, errs []LineError, st *progress) {
 	})
 	if ok {
 		e.dropParts(j)
+		e.dropCharges(j.rec.Caller.WorkspaceID, j.rec.Batch.ID)
 		if e.leaser() != nil {
 			e.dropMarks(j)
 		}

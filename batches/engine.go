@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -118,6 +119,11 @@ type Engine struct {
 	startOnce sync.Once
 	// abandoned makes a stop keep the leases, as a crash does (tests).
 	abandoned bool
+	// chargeMu makes a line's charge claim one step in the store
+	// without leases (charge.go).
+	chargeMu sync.Mutex
+	// lease is the lease length SetLease set (nanoseconds; 0: cfg.Lease).
+	lease atomic.Int64
 }
 
 // job is a batch running on this engine. rec and the fields after it

@@ -28,6 +28,40 @@ type Leaser interface {
 // (15 s).
 const DefaultLease = 10 * time.Second
 
+// MinLease and MaxLease bound a configured lease (the llm app's
+// `batches { lease <d> }`). Below MinLease a store that answers slowly for
+// a moment (the watcher renews every watchEvery, each try bounded by it)
+// would cost the owner its batches; above MaxLease a batch whose owner
+// died waits that long and a half for another instance.
+const (
+	MinLease = 2 * time.Second
+	MaxLease = 5 * time.Minute
+)
+
+// SetLease changes the lease the engine's batches run under, from the
+// next renewal on; d <= 0 restores the one it was created with. It does
+// nothing on an engine without leases (no Redis). The engine outlives
+// reloads, so the newest loaded config's lease applies. Every instance of
+// a cluster should use one lease: an instance takes a batch over when the
+// owner's lease, of the owner's length, lapsed.
+func (e *Engine) SetLease(d time.Duration) {
+	if e.cfg.Lease <= 0 {
+		return
+	}
+	if d <= 0 {
+		d = e.cfg.Lease
+	}
+	e.lease.Store(int64(d))
+}
+
+// leaseLen is the lease batches run under now.
+func (e *Engine) leaseLen() time.Duration {
+	if d := time.Duration(e.lease.Load()); d > 0 {
+		return d
+	}
+	return e.cfg.Lease
+}
+
 // watchEvery is how often the owner of a batch renews its lease, looks
 // for a cancel recorded by another instance and stores changed counts,
 // which bounds how late a cancel from another instance stops new lines
@@ -59,7 +93,7 @@ func (e *Engine) cancelKey(ws, id string) string {
 func (e *Engine) claim(l Leaser, ws, id string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ok, err := l.Claim(ctx, e.leaseKey(ws, id), e.cfg.Instance, e.cfg.Lease)
+	ok, err := l.Claim(ctx, e.leaseKey(ws, id), e.cfg.Instance, e.leaseLen())
 	return err == nil && ok
 }
 
@@ -82,13 +116,14 @@ func (e *Engine) watch(j *job, l Leaser, done <-chan struct{}) {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), watchEvery)
-		ok, err := l.Claim(ctx, e.leaseKey(ws, id), e.cfg.Instance, e.cfg.Lease)
+		lease := e.leaseLen()
+		ok, err := l.Claim(ctx, e.leaseKey(ws, id), e.cfg.Instance, lease)
 		_, cerr := e.cfg.KV.Load(ctx, e.cancelKey(ws, id))
 		cancel()
 		switch {
 		case err == nil && ok:
 			renewed = time.Now()
-		case err == nil || time.Since(renewed) > e.cfg.Lease:
+		case err == nil || time.Since(renewed) > lease:
 			// Taken by another instance, or not renewed for a whole
 			// lease (the store unreachable): another instance may run
 			// the batch now, so this one must not.
@@ -144,12 +179,12 @@ func (e *Engine) markActive(ctx context.Context, ws, id string) error {
 // reads every batch record (this instance's restart resume, and batches
 // from before the active marks); later ones read the marks only.
 func (e *Engine) adoptLoop(l Leaser) {
-	t := time.NewTicker(e.cfg.Lease / 2)
-	defer t.Stop()
 	for first := true; ; first = false {
 		e.adopt(l, first)
+		t := time.NewTimer(e.leaseLen() / 2)
 		select {
 		case <-e.ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		}

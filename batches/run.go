@@ -247,7 +247,10 @@ func (e *Engine) dispatch(j *job, in *input, st *progress, caller Caller, header
 		go func(ln inputLine) {
 			defer wg.Done()
 			defer e.release(sem)
-			status, body, err := runner.Run(e.ctx, caller, http.MethodPost, endpoint, header.Clone(), ln.Body)
+			// The line's charge rides with its request, so a run of a
+			// line another run already charged is charged nothing.
+			ctx := withCharge(e.ctx, e.chargeFor(j, ln.CustomID))
+			status, body, err := runner.Run(ctx, caller, http.MethodPost, endpoint, header.Clone(), ln.Body)
 			if e.ctx.Err() != nil {
 				return // engine stopping: not recorded, so a resume re-runs it
 			}

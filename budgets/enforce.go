@@ -242,7 +242,8 @@ const settleTimeout = 2 * time.Second
 // reservations (policies.SettleDelta, as the rate limiter settles), then
 // fires each limit's alert the first time its period's spend reaches the
 // alert threshold. An outcome that does not say what was used keeps the
-// reservation as the charge.
+// reservation as the charge; a run of a batch line that another run
+// already charged (observe.Entry.ChargeDuplicate) is charged nothing.
 func (adm *Admission) Settle(ctx context.Context, e *observe.Entry) error {
 	if adm == nil || len(adm.Grants) == 0 {
 		return nil
@@ -251,6 +252,11 @@ func (adm *Admission) Settle(ctx context.Context, e *observe.Entry) error {
 	defer cancel()
 	tokens, tokensKnown := UsedTokens(e)
 	spent, spentKnown := UsedMicroUSD(e)
+	if e != nil && e.ChargeDuplicate {
+		// A batch line another run of it already charged: this run's
+		// reservation is given back whole.
+		tokens, tokensKnown, spent, spentKnown = 0, true, 0, true
+	}
 	now := adm.e.now()
 	var errs []error
 	for i := range adm.Grants {

@@ -5,11 +5,14 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/batches"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
@@ -30,6 +33,9 @@ type Input struct {
 	// passes llm_ratelimit: a refusal is the answer, and token policies
 	// are settled when the request is done. It needs Identity.
 	Admission string
+	// Charge, when set, is the managed batch line this request runs: it
+	// is charged only if no other run of the line was (claimCharge).
+	Charge *batches.Charge
 }
 
 // Result is the complete answer to an Input.
@@ -67,6 +73,11 @@ func (g *Gateway) Run(ctx context.Context, in *Input) (*Result, error) {
 	req, err := clientlessRequest(ctx, method, in.Path, in.Header.Clone(), in.Body, w)
 	if err != nil {
 		return nil, err
+	}
+	if in.Charge != nil {
+		// A variable of this request, not a context value: requests it
+		// makes itself (the semantic cache's embeddings) are not the line.
+		caddyhttp.SetVar(req.Context(), chargeVar, in.Charge)
 	}
 	if stage, ok := g.app.Admission(in.Admission); ok && in.Identity != nil {
 		if !stage.Admit(w, req, in.Identity) {
@@ -106,6 +117,36 @@ func clientlessRequest(ctx context.Context, method, path string, header http.Hea
 	req.RemoteAddr = "127.0.0.1:0"
 	return caddyhttp.PrepareRequest(req, caddy.NewReplacer(), w, &caddyhttp.Server{}), nil
 }
+
+// chargeVar carries Input.Charge.
+const chargeVar = "llm_gateway.batch_charge"
+
+// claimCharge marks the entry of a managed batch line with the line, so
+// the ledger keeps one record per line, and claims the line's charge
+// before the entry is recorded and settled (endFlight): a run of a line
+// that another run already charged (a line run again after another
+// instance took its batch over) is marked ChargeDuplicate, and the ledger
+// and the rate and usage limits charge it nothing. The first run to
+// finish is the one charged. A claim that cannot be made (the store is
+// down) charges the run, the ledger's unique key still keeping one record.
+func (g *Gateway) claimCharge(r *http.Request, f *flight) {
+	ch, _ := caddyhttp.GetVar(r.Context(), chargeVar).(*batches.Charge)
+	if ch == nil {
+		return
+	}
+	f.entry.BatchID, f.entry.CustomID = ch.BatchID, ch.CustomID
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), claimTimeout)
+	defer cancel()
+	first, err := ch.Claim(ctx)
+	if err != nil {
+		g.logger.Warn("batch line: recording its charge failed; it is charged", zap.String("batch_id", ch.BatchID), zap.Error(err))
+		return
+	}
+	f.entry.ChargeDuplicate = !first
+}
+
+// claimTimeout bounds a batch line's charge claim.
+const claimTimeout = 5 * time.Second
 
 // identityKey carries Input.Identity. Only Run sets it, so no client
 // can present an identity without a key.

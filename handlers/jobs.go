@@ -237,7 +237,8 @@ func (b batchRunner) Run(ctx context.Context, c batches.Caller, method, path str
 	if !ok {
 		return 0, nil, batches.ErrCallerRevoked
 	}
-	res, err := b.g.Run(ctx, &Input{Method: method, Path: path, Header: plainHeader(header), Body: body, Identity: id, Admission: c.Admission})
+	res, err := b.g.Run(ctx, &Input{Method: method, Path: path, Header: plainHeader(header), Body: body, Identity: id, Admission: c.Admission,
+		Charge: batches.ChargeOf(ctx)})
 	if err != nil {
 		return 0, nil, err
 	}

@@ -101,6 +101,7 @@ func (g *Gateway) endFlight(r *http.Request, f *flight, err error) {
 	}
 	f.out.endStream(nil)
 	f.finish()
+	g.claimCharge(r, f)
 	g.app.UsageLedger().Record(&f.entry)
 	f.entry.Log(r, g.logger)
 	observe.RunDone(r, &f.entry)

@@ -118,9 +118,10 @@ func (l *Ledger) Record(e *observe.Entry) {
 // recordable reports whether e belongs in the ledger: a request of an
 // authenticated caller (an unauthenticated one has no workspace to be
 // seen in, and must not be able to fill the store) that is not a call of
-// the gateway's own management APIs (operation "control").
+// the gateway's own management APIs (operation "control"), nor a run of a
+// batch line that another run of the line already charged.
 func recordable(e *observe.Entry) bool {
-	return e.Workspace != "" && e.Operation != "control"
+	return e.Workspace != "" && e.Operation != "control" && !e.ChargeDuplicate
 }
 
 // Add queues r as Record does.

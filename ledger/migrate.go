@@ -47,6 +47,13 @@ var migrations = []string{
 	CREATE INDEX IF NOT EXISTS llm_ledger_trace ON llm_ledger (trace_id)`,
 	// 2: the hourly rollup (rollup.go).
 	rollupMigration,
+	// 3: batch lines (one record per batch id and custom_id: NULLs, the
+	// other requests, are distinct in both databases' unique indexes)
+	// and estimated usage.
+	`ALTER TABLE llm_ledger ADD COLUMN batch_id TEXT;
+	ALTER TABLE llm_ledger ADD COLUMN custom_id TEXT;
+	ALTER TABLE llm_ledger ADD COLUMN estimated SMALLINT NOT NULL DEFAULT 0;
+	CREATE UNIQUE INDEX IF NOT EXISTS llm_ledger_batch_line ON llm_ledger (batch_id, custom_id)`,
 }
 
 // advisoryLock is the PostgreSQL advisory lock key migrations hold, so

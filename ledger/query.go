@@ -145,13 +145,16 @@ func (s *DB) Logs(ctx context.Context, f *Filter, limit, offset int) ([]Record, 
 			stream     int
 			cost, ttft sql.NullInt64
 			md         string
+			batch, cid sql.NullString
+			estimated  int
 		)
 		if err := rows.Scan(&r.ID, &ts, &r.TraceID, &r.APIKey, &r.Workspace, &r.Organisation, &r.VirtualKey,
 			&r.ConfigID, &r.Provider, &r.Model, &r.Operation, &r.Status, &stream, &r.InputTokens,
 			&r.OutputTokens, &r.CachedTokens, &r.CacheWriteTokens, &r.ReasoningTokens, &cost, &lat, &ttft,
-			&r.CacheState, &r.Retries, &md); err != nil {
+			&r.CacheState, &r.Retries, &md, &batch, &cid, &estimated); err != nil {
 			return nil, 0, err
 		}
+		r.BatchID, r.CustomID, r.Estimated = batch.String, cid.String, estimated != 0
 		r.Time = time.UnixMicro(ts).UTC()
 		r.Stream = stream != 0
 		r.CostNanoUSD, r.CostKnown = cost.Int64, cost.Valid

@@ -69,6 +69,14 @@ type Record struct {
 	// Retries is the number of upstream attempts after the first.
 	Retries  int               `json:"retries"`
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// BatchID and CustomID name the managed batch line the record is
+	// (empty for other requests). The ledger keeps at most one record
+	// per line: a second is ignored (see Store.Insert).
+	BatchID  string `json:"batch_id,omitempty"`
+	CustomID string `json:"custom_id,omitempty"`
+	// Estimated marks tokens and cost estimated by the gateway: a stream
+	// that ended before the provider reported its usage.
+	Estimated bool `json:"estimated,omitempty"`
 }
 
 // TotalTokens is input plus output tokens.
@@ -97,6 +105,9 @@ func (r *Record) FromEntry(e *observe.Entry, now time.Time) {
 		CacheState:   bound(e.CacheState),
 		Latency:      now.Sub(e.Start),
 		Metadata:     boundMetadata(e.Metadata),
+		BatchID:      bound(e.BatchID),
+		CustomID:     bound(e.CustomID),
+		Estimated:    e.UsageEstimated && e.Usage != nil,
 	}
 	if !e.FirstByte.IsZero() {
 		r.TTFT = e.FirstByte.Sub(e.Start)

@@ -162,9 +162,9 @@ func (s *DB) Postgres() bool { return s.d.postgres }
 // columns are the record columns Insert writes, in order.
 const columns = "ts, trace_id, api_key, workspace_id, organisation_id, virtual_key, config_id, provider, model, operation, " +
 	"status, stream, input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, " +
-	"cost_nano_usd, latency_us, ttft_us, cache_state, retries, metadata"
+	"cost_nano_usd, latency_us, ttft_us, cache_state, retries, metadata, batch_id, custom_id, estimated"
 
-const nColumns = 23
+const nColumns = 26
 
 // insertChunk is the most rows one INSERT statement carries, well below
 // both databases' limits on a statement's parameters.
@@ -180,6 +180,10 @@ func (s *DB) Insert(ctx context.Context, recs []Record) error {
 		return err
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	recs, rolled, err := s.insertLines(ctx, tx, recs)
+	if err != nil {
+		return err
+	}
 	args := make([]any, 0, min(len(recs), insertChunk)*nColumns)
 	var stmt *sql.Stmt
 	for start := 0; start < len(recs); start += insertChunk {
@@ -204,10 +208,56 @@ func (s *DB) Insert(ctx context.Context, recs []Record) error {
 			return err
 		}
 	}
-	if err := s.upsertRollup(ctx, tx, recs); err != nil {
+	if err := s.upsertRollup(ctx, tx, rolled); err != nil {
 		return err
 	}
 	return tx.Commit()
+}
+
+// insertLines writes the records of batch lines in recs one by one,
+// each ignored when the ledger already holds a record of its line (a
+// line run twice after another instance took its batch over, whose
+// duplicate run's claim was lost). It returns the other records, for the
+// bulk insert, and those followed by the line records written, for the
+// rollup (one upsert, in key order). recs itself is left as it is;
+// without batch lines both are recs.
+func (s *DB) insertLines(ctx context.Context, tx *sql.Tx, recs []Record) (bulk, rolled []Record, err error) {
+	n := 0
+	for i := range recs {
+		if recs[i].BatchID != "" {
+			n++
+		}
+	}
+	if n == 0 {
+		return recs, recs, nil
+	}
+	rolled = make([]Record, 0, len(recs))
+	for i := range recs {
+		if recs[i].BatchID == "" {
+			rolled = append(rolled, recs[i])
+		}
+	}
+	plain := len(rolled)
+	q := s.d.bind(insertSQL(1) + " ON CONFLICT DO NOTHING")
+	args := make([]any, 0, nColumns)
+	for i := range recs {
+		r := &recs[i]
+		if r.BatchID == "" {
+			continue
+		}
+		res, err := tx.ExecContext(ctx, q, appendArgs(args[:0], r)...)
+		if err != nil {
+			return nil, nil, err
+		}
+		added, err := res.RowsAffected()
+		if err != nil {
+			return nil, nil, err
+		}
+		if added == 1 {
+			rolled = append(rolled, *r)
+		}
+	}
+	return rolled[:plain:plain], rolled, nil
 }
 
 func insertSQL(rows int) string {
@@ -241,10 +291,18 @@ func appendArgs(args []any, r *Record) []any {
 	if r.Stream {
 		stream = 1
 	}
+	var batchID, customID any
+	if r.BatchID != "" {
+		batchID, customID = r.BatchID, r.CustomID
+	}
+	estimated := 0
+	if r.Estimated {
+		estimated = 1
+	}
 	return append(args, r.Time.UnixMicro(), r.TraceID, r.APIKey, r.Workspace, r.Organisation, r.VirtualKey,
 		r.ConfigID, r.Provider, r.Model, r.Operation, r.Status, stream, r.InputTokens, r.OutputTokens,
 		r.CachedTokens, r.CacheWriteTokens, r.ReasoningTokens, cost, r.Latency.Microseconds(), ttft,
-		r.CacheState, r.Retries, md)
+		r.CacheState, r.Retries, md, batchID, customID, estimated)
 }
 
 // Sweep implements Store. It deletes whole hours only (before is cut

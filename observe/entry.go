@@ -49,6 +49,18 @@ type Entry struct {
 	Attempts  []Attempt
 	// Error is the gateway's own error message, if it produced one.
 	Error string
+	// BatchID and CustomID name the managed batch line the request ran
+	// (empty for other requests): the ledger keeps one record per line.
+	BatchID, CustomID string
+	// ChargeDuplicate marks a run of a batch line that another run of
+	// the same line already charged (a line re-run after another instance
+	// took the batch over): it is charged nothing, its reservations are
+	// released, and the ledger does not record it.
+	ChargeDuplicate bool
+	// UsageEstimated marks Usage and the cost as the gateway's estimate
+	// rather than the provider's report: a stream that ended (the client
+	// cancelled, the provider broke off) before its usage arrived.
+	UsageEstimated bool
 	// Extra carries fields added by other parts of the pipeline (prompt id,
 	// guardrail verdicts) without this package knowing them.
 	Extra []zap.Field
@@ -245,6 +257,16 @@ func (e *Entry) encode(out entryEncoder, now time.Time) {
 			out.AddFloat64("cost_usd", e.CostUSD)
 		} else {
 			out.AddBool("cost_unknown", true)
+		}
+		if e.UsageEstimated {
+			out.AddBool("usage_estimated", true)
+		}
+	}
+	if e.BatchID != "" {
+		out.AddString("batch_id", e.BatchID)
+		out.AddString("custom_id", e.CustomID)
+		if e.ChargeDuplicate {
+			out.AddBool("charge_duplicate", true)
 		}
 	}
 	if len(e.Metadata) > 0 {

@@ -406,6 +406,12 @@ func (h *Handler) registerSettlement(r *http.Request, grants []grant) {
 	lim := h.ctl.Limiter()
 	ctx := context.WithoutCancel(r.Context())
 	observe.OnDone(r, func(e *observe.Entry) {
+		if e.ChargeDuplicate {
+			// A batch line another run of it already charged: this
+			// run's reservation is given back whole.
+			h.refund(ctx, grants)
+			return
+		}
 		h.settle(ctx, lim, grants, e)
 	})
 }

@@ -1,0 +1,93 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+)
+
+// TestBatchLineRecordedOnce writes the records of a batch's lines, some
+// of them twice (within one write and across writes, as two instances
+// that both ran a line would), and sees one record per line in the logs
+// and in the rollup's totals, with ordinary records beside them kept.
+func TestBatchLineRecordedOnce(t *testing.T) {
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			db := openTest(t, st.dsn(t))
+			ctx := context.Background()
+			line := func(i int, costNano int64) Record {
+				r := rec("ws", time.Duration(i)*time.Second, "m", 200, costNano)
+				r.BatchID, r.CustomID = "batch_gw_1", fmt.Sprintf("req-%d", i)
+				return r
+			}
+			plain := rec("ws", 0, "m", 200, 7)
+			// Lines 0–9, then 5–14 again (the second run of 5–9 cost
+			// more: the first record stays), twice within one write.
+			var first, second []Record
+			for i := 0; i < 10; i++ {
+				first = append(first, line(i, 100))
+			}
+			first = append(first, plain, line(3, 999))
+			for i := 5; i < 15; i++ {
+				second = append(second, line(i, 100))
+			}
+			second[0].CostNanoUSD = 555 // line 5's second run
+			second = append(second, plain)
+			for _, recs := range [][]Record{first, second} {
+				if err := db.Insert(ctx, recs); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, total, err := db.Logs(ctx, &Filter{Workspace: "ws"}, 100, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := map[string]int64{}
+			for _, r := range got {
+				if r.BatchID != "" {
+					if _, dup := lines[r.CustomID]; dup {
+						t.Errorf("%s recorded twice", r.CustomID)
+					}
+					lines[r.CustomID] = r.CostNanoUSD
+				}
+			}
+			if total != 17 || len(lines) != 15 {
+				t.Fatalf("%d records, %d lines; want 15 lines and the 2 plain records", total, len(lines))
+			}
+			if lines["req-3"] != 100 || lines["req-5"] != 100 {
+				t.Errorf("a line's first record must stay: req-3 %d, req-5 %d", lines["req-3"], lines["req-5"])
+			}
+			_, sum, err := db.Series(ctx, &Filter{Workspace: "ws", From: t0, To: t0.Add(2 * time.Hour)}, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum.Requests != 17 || sum.CostNanoUSD != 15*100+2*7 {
+				t.Errorf("rollup totals %+v, want 17 requests costing %d", sum, 15*100+2*7)
+			}
+		})
+	}
+}
+
+// TestDuplicateChargeIsNotRecorded: a batch line's run that another run
+// already charged is not queued at all; its line and estimate marks are
+// kept on the record of the run that counts.
+func TestDuplicateChargeIsNotRecorded(t *testing.T) {
+	e := &observe.Entry{Workspace: "ws", Operation: "chat.completions", BatchID: "b", CustomID: "c", Status: 200,
+		Usage: &providers.Usage{PromptTokens: 1}, UsageEstimated: true}
+	if !recordable(e) {
+		t.Fatal("the charged run is not recordable")
+	}
+	var r Record
+	r.FromEntry(e, time.Now())
+	if r.BatchID != "b" || r.CustomID != "c" || !r.Estimated {
+		t.Errorf("record %+v lost the line or the estimate mark", r)
+	}
+	e.ChargeDuplicate = true
+	if recordable(e) {
+		t.Error("a duplicate run is recordable")
+	}
+}
