@@ -28,12 +28,20 @@ type budgetRow struct {
 type budgetsData struct {
 	Budgets []budgetRow
 	Total   int
+	// The forms shown: the usage-limit scopes the API checks, and the
+	// rate-limit ones the console asks for.
+	CanNew, CanSet, CanDel          bool
+	Rates                           []rateRow
+	RatesErr                        string
+	CanRateNew, CanRateSet, CanArch bool
 }
 
 // budgetsPage lists the workspace's usage limits with the signed-in key's
-// spend against each one that applies to it: two API calls.
+// spend against each one that applies to it, and its rate-limit
+// policies: three API calls.
 func (h *Handler) budgetsPage(w http.ResponseWriter, r *http.Request, c *ctx) {
-	d := &budgetsData{}
+	d := &budgetsData{CanNew: c.can("usage_limits.create"), CanSet: c.can("usage_limits.update"), CanDel: c.can("usage_limits.delete"),
+		CanRateNew: c.can("rate_limits.create"), CanRateSet: c.can("rate_limits.update"), CanArch: c.can("rate_limits.delete")}
 	_, _, flash := h.sessions.take(c.id)
 	p := &page{Title: "Budgets", Flash: flash, Data: d}
 	var list struct {
@@ -63,6 +71,7 @@ func (h *Handler) budgetsPage(w http.ResponseWriter, r *http.Request, c *ctx) {
 		}
 	}
 	d.Budgets, d.Total = list.Data, list.Total
+	d.Rates, d.RatesErr = h.rateLimits(r, c)
 	h.renderFor(w, r, c, http.StatusOK, "budgets", p)
 }
 

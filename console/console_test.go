@@ -30,11 +30,14 @@ type fakeAPI struct {
 	keys  []string
 	// last is the body of the last write.
 	last string
+	// queries are the calls' query strings.
+	queries []string
 }
 
 func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.calls = append(f.calls, r.Method+" "+r.URL.Path)
+	f.queries = append(f.queries, r.URL.RawQuery)
 	f.keys = append(f.keys, r.Header.Get("x-gateway-api-key"))
 	if r.Method != http.MethodGet {
 		b, _ := io.ReadAll(r.Body)
@@ -64,6 +67,10 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, `{"id":"b1","name":"team","type":"cost","credit_limit":5,"periodic_reset":"monthly","status":"active","workspace_id":"w"}`)
 	case strings.HasPrefix(r.URL.Path, "/v1/policies/usage-limits"):
 		_, _ = io.WriteString(w, `{"id":"b1"}`)
+	case r.URL.Path == "/v1/policies/rate-limits" && r.Method == http.MethodGet:
+		_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"r1","name":"per-key","type":"requests","unit":"rpm","value":60,"status":"active","conditions":[{"key":"api_key","value":"*"}],"group_by":[{"key":"api_key"}]}],"has_more":false}`)
+	case strings.HasPrefix(r.URL.Path, "/v1/policies/rate-limits"):
+		_, _ = io.WriteString(w, `{"id":"r1"}`)
 	case r.URL.Path == "/v1/usage/me":
 		_, _ = io.WriteString(w, `{"usage_limits":[{"policy_id":"b1","used":1.25,"remaining":3.75}]}`)
 	case r.URL.Path == "/v1/virtual-keys" && r.Method == http.MethodGet:
@@ -127,7 +134,7 @@ func newConsole(t *testing.T) (*Handler, *fakeAPI, *map[string]bool) {
 		if k == roKey {
 			return &app.Identity{Name: "ro", Scopes: []string{"api_keys.list"}}, true
 		}
-		return &app.Identity{Name: "admin"}, true
+		return &app.Identity{Name: "admin", Scopes: []string{"*"}}, true
 	}
 	return h, f, &accepted
 }
@@ -291,9 +298,10 @@ func TestScopes(t *testing.T) {
 	}
 	// Forms shown or not, every write is the API's to refuse: 403.
 	for _, tc := range []struct{ path, id string }{{"/keys/create", ""}, {"/keys/rotate", "k1"}, {"/keys/revoke", "k1"},
-		{"/budgets/create", ""}, {"/budgets/update", "b1"}, {"/budgets/delete", "b1"}, {"/virtual-keys/create", ""}, {"/virtual-keys/delete", ""}, {"/batches/cancel", "batch_1"}, {"/configs/create", ""}, {"/configs/save", ""}, {"/keys/update", "k1"}} {
+		{"/budgets/create", ""}, {"/budgets/update", "b1"}, {"/budgets/delete", "b1"},
+		{"/ratelimits/create", ""}, {"/ratelimits/update", "r1"}, {"/ratelimits/archive", "r1"}, {"/virtual-keys/create", ""}, {"/virtual-keys/delete", ""}, {"/batches/cancel", "batch_1"}, {"/configs/create", ""}, {"/configs/save", ""}, {"/keys/update", "k1"}} {
 		t.Run(tc.path, func(t *testing.T) {
-			w := serve(h, "POST", tc.path, url.Values{"csrf": {csrf}, "id": {tc.id}, "slug": {"vk1"}, "name": {"x"}, "credit_limit": {"1"}, "provider": {"openai"}, "config": {"{}"}}, id)
+			w := serve(h, "POST", tc.path, url.Values{"csrf": {csrf}, "id": {tc.id}, "slug": {"vk1"}, "name": {"x"}, "credit_limit": {"1"}, "value": {"5"}, "grace_minutes": {"60"}, "provider": {"openai"}, "config": {"{}"}}, id)
 			if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "missing_scope") {
 				t.Fatalf("status %d: %s", w.Code, w.Body)
 			}
@@ -478,5 +486,90 @@ func TestPromptRender(t *testing.T) {
 		if w.Code != tc.want || !strings.Contains(w.Body.String(), tc.has) {
 			t.Fatalf("variables %s: %d", tc.vars, w.Code)
 		}
+	}
+}
+
+// TestKeySearchAndGrace: the keys page passes its search and status to
+// the API and keeps them in the next page's link; a rotation sends the
+// grace chosen, and one beyond the API's bound is refused here.
+func TestKeySearchAndGrace(t *testing.T) {
+	h, f, _ := newConsole(t)
+	id, csrf := signIn(t, h, adminKey)
+	w := serve(h, "GET", "/keys?search="+url.QueryEscape("Team A")+"&status=active", nil, id)
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `value="Team A"`) || !strings.Contains(w.Body.String(), "keys match") {
+		t.Fatalf("searched keys page: %d", w.Code)
+	}
+	f.mu.Lock()
+	q, _ := url.ParseQuery(f.queries[len(f.queries)-1])
+	f.mu.Unlock()
+	if q.Get("search") != "Team A" || q.Get("status") != "active" {
+		t.Fatalf("the API was asked %v", q)
+	}
+	long := serve(h, "GET", "/keys?search="+strings.Repeat("x", 300), nil, id)
+	f.mu.Lock()
+	q, _ = url.ParseQuery(f.queries[len(f.queries)-1])
+	f.mu.Unlock()
+	if long.Code != 200 || len(q.Get("search")) != maxKeySearch {
+		t.Fatalf("a long search: %d, sent %d bytes", long.Code, len(q.Get("search")))
+	}
+	for _, tc := range []struct {
+		grace string
+		code  int
+		ms    string
+	}{{"1440", 303, `"key_transition_period_ms":86400000`}, {"0", 303, `"key_transition_period_ms":0`},
+		{"43201", 400, ""}, {"-1", 400, ""}, {"", 400, ""}, {"1e3", 400, ""}} {
+		t.Run("grace "+tc.grace, func(t *testing.T) {
+			before := f.writes()
+			w := serve(h, "POST", "/keys/rotate", url.Values{"csrf": {csrf}, "id": {"k1"}, "grace_minutes": {tc.grace}}, id)
+			if w.Code != tc.code {
+				t.Fatalf("status %d, want %d", w.Code, tc.code)
+			}
+			f.mu.Lock()
+			last := f.last
+			f.mu.Unlock()
+			if tc.code == 303 && !strings.Contains(last, tc.ms) {
+				t.Fatalf("sent %s", last)
+			}
+			if tc.code != 303 && f.writes() != before {
+				t.Fatal("a refused grace reached the API")
+			}
+		})
+	}
+}
+
+// TestRateLimitsOnBudgets: the budgets page lists the rate-limit
+// policies; a key without the write scopes sees no form, the admin's
+// edit sends only the new value.
+func TestRateLimitsOnBudgets(t *testing.T) {
+	h, f, _ := newConsole(t)
+	ro, _ := signIn(t, h, roKey)
+	w := serve(h, "GET", "/budgets", nil, ro)
+	body := w.Body.String()
+	if w.Code != 200 || !strings.Contains(body, `data-rate="per-key"`) {
+		t.Fatalf("read-only budgets page: %d", w.Code)
+	}
+	for _, form := range []string{"/ratelimits/create", "/ratelimits/update", "/ratelimits/archive", "/budgets/create", "/budgets/update", "/budgets/delete"} {
+		if strings.Contains(body, form) {
+			t.Fatalf("a read-only key is shown %s", form)
+		}
+	}
+	admin, csrf := signIn(t, h, adminKey)
+	body = serve(h, "GET", "/budgets", nil, admin).Body.String()
+	for _, form := range []string{"/ratelimits/create", "/ratelimits/update", "/ratelimits/archive"} {
+		if !strings.Contains(body, form) {
+			t.Fatalf("the admin is not shown %s", form)
+		}
+	}
+	if w := serve(h, "POST", "/ratelimits/update", url.Values{"csrf": {csrf}, "id": {"r1"}, "value": {"120"}}, admin); w.Code != 303 {
+		t.Fatalf("update: %d %s", w.Code, w.Body)
+	}
+	f.mu.Lock()
+	last, call := f.last, f.calls[len(f.calls)-1]
+	f.mu.Unlock()
+	if call != "PUT /v1/policies/rate-limits/r1" || last != `{"value":120}`+"\n" && last != `{"value":120}` {
+		t.Fatalf("%s %q", call, last)
+	}
+	if w := serve(h, "POST", "/ratelimits/create", url.Values{"csrf": {csrf}, "value": {"many"}}, admin); w.Code != 400 {
+		t.Fatalf("a non-numeric limit: %d", w.Code)
 	}
 }

@@ -260,6 +260,9 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, c *ctx, path str
 	case strings.HasPrefix(path, "/budgets/") && post:
 		h.budgetsAction(w, r, c, strings.TrimPrefix(path, "/budgets/"))
 		return
+	case strings.HasPrefix(path, "/ratelimits/") && post:
+		h.rateLimitsAction(w, r, c, strings.TrimPrefix(path, "/ratelimits/"))
+		return
 	case path == "/virtual-keys" && !post:
 		h.virtualKeysPage(w, r, c)
 		return
