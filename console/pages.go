@@ -160,11 +160,11 @@ type keysData struct {
 	// Query carries them to the next page.
 	Search, Status string
 	Query          template.URL
-	Secret  string
-	NewName string
-	CanNew  bool
-	CanRot  bool
-	CanDel  bool
+	Secret         string
+	NewName        string
+	CanNew         bool
+	CanRot         bool
+	CanDel         bool
 }
 
 // keysPageSize is how many keys a page shows: one API call per page,
