@@ -1,8 +1,13 @@
 package app
 
 import (
+	"context"
 	"net/http"
 	"sync"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/budgets"
 )
 
 // Admission is the rate-limit stage a request the gateway starts itself
@@ -73,4 +78,49 @@ func (a *App) Admission(key string) (s Admission, ok bool) {
 	}
 	s, ok = r.m[APIAdmissionKey]
 	return s, ok
+}
+
+// BudgetStage is the usage-limit stage (package budgets) llm_gateway runs
+// itself for a request no llm_ratelimit admitted, so a budget holds on
+// every route, with or without llm_ratelimit. Package ratelimit provides
+// it as the Caddy module BudgetStageModule, since it describes a request
+// (routing, metadata, model, the token and cost estimate) exactly as
+// llm_ratelimit does.
+type BudgetStage interface {
+	// AdmitBudget reserves r, made by id with body, on the usage limits
+	// that match it, sets the binding limit's headers on h, marks r
+	// (MarkBudgetAdmitted) and registers the settlement (observe.OnDone).
+	// A non-nil error is the answer: the 412 of a spent budget, or a 503
+	// when the budget store is down and the gateway fails closed.
+	AdmitBudget(h http.Header, r *http.Request, id *Identity, body []byte) error
+}
+
+// BudgetStageModule is the Caddy module id of the BudgetStage that
+// llm_gateway loads.
+const BudgetStageModule = "llm.stages.budget"
+
+// budgetVar is the request variable in which the stage that reserved a
+// request on the usage limits leaves its mark.
+const budgetVar = "llm.budget"
+
+// budgetMark is the value of budgetVar. Its type is unexported, so no
+// configuration (a vars directive sets strings) can forge the mark and
+// skip the budget.
+type budgetMark struct{ charge *budgets.Charge }
+
+// MarkBudgetAdmitted records on r that its usage limits were applied (it
+// was reserved on those that match, or none did), so that the request is
+// reserved exactly once when it passes both llm_ratelimit and
+// llm_gateway. charge bills calls made on the request's behalf (the
+// semantic cache's embeddings) to the limits it was admitted on; nil
+// when none applied.
+func MarkBudgetAdmitted(r *http.Request, charge *budgets.Charge) {
+	caddyhttp.SetVar(r.Context(), budgetVar, budgetMark{charge})
+}
+
+// BudgetAdmitted reports whether the request of ctx was marked by
+// MarkBudgetAdmitted, and its charge.
+func BudgetAdmitted(ctx context.Context) (charge *budgets.Charge, ok bool) {
+	m, ok := caddyhttp.GetVar(ctx, budgetVar).(budgetMark)
+	return m.charge, ok
 }

@@ -80,6 +80,8 @@ type Gateway struct {
 	// routeKey is the key this route's batch runner is registered under
 	// and the batches it creates carry (see routeKey).
 	routeKey string
+	// budget is the usage-limit stage (budget.go).
+	budget app.BudgetStage
 }
 
 // CaddyModule returns the Caddy module information.
@@ -123,6 +125,9 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	}
 	g.breakers, g.release = breakers, append(g.release, release)
 	if err := g.provisionCache(); err != nil {
+		return err
+	}
+	if err := g.provisionBudget(ctx); err != nil {
 		return err
 	}
 	g.router = routing.NewRouter()

@@ -147,6 +147,9 @@ func (g *Gateway) route(r *http.Request, q *Request, f *flight) error {
 		return err
 	}
 	f.planned = true
+	if err := g.admitBudget(r, q, f); err != nil {
+		return err
+	}
 	return g.run(r, q, f)
 }
 

@@ -5,11 +5,14 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/budgets"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/prompts"
@@ -30,27 +33,47 @@ type budgeter interface {
 	BudgetEnforcer() *budgets.Enforcer
 }
 
-// admitBudget reserves r on the usage limits that match it, with the
-// same request description and estimates the rate limits use, after the
-// rate limits admitted it (their grants are v's). It settles the
-// reservations when the gateway reports the outcome. When a budget is
-// spent it gives back v's grants, writes the 412 and returns false.
+// admitBudget reserves r on the usage limits that match it (budget) and
+// writes the refusal when there is one; false when r may not proceed.
 func (h *Handler) admitBudget(w http.ResponseWriter, r *http.Request, c *requester, v *verdict) bool {
-	bc, ok := h.ctl.(budgeter)
-	if !ok {
-		return true
+	refusal, ok := h.budget(w.Header(), r, c, v)
+	if refusal != nil {
+		writeError(w, r, refusal)
+	}
+	return ok
+}
+
+// budget reserves r on the usage limits that match it, with the same
+// request description and estimates the rate limits use, after the rate
+// limits admitted it (their grants are v's; nil for the budget stage).
+// It sets the binding limit's headers on hdr, marks r as admitted on its
+// budgets (app.MarkBudgetAdmitted), so llm_gateway does not reserve it a
+// second time, and settles the reservations when the gateway reports the
+// outcome. When a budget is spent, or the budget store is down and the
+// gateway fails closed, it gives back v's grants and returns the refusal;
+// when the client left meanwhile it returns nil and false.
+func (h *Handler) budget(hdr http.Header, r *http.Request, c *requester, v *verdict) (refusal *apierror.Error, ok bool) {
+	var adm *budgets.Admission
+	defer func() {
+		if ok {
+			app.MarkBudgetAdmitted(r, adm.Charge())
+		}
+	}()
+	bc, isBudgeter := h.ctl.(budgeter)
+	if !isBudgeter {
+		return nil, true
 	}
 	if _, completion := prompts.CompletionsRef(r.URL.Path); !completion && controlplane.Owns(r.URL.Path) {
-		return true // as for rate limits: management APIs are never limited
+		return nil, true // as for rate limits: management APIs are never limited
 	}
 	e := bc.BudgetEnforcer()
 	ctx := r.Context()
 	if !e.Enabled(ctx) {
-		return true
+		return nil, true
 	}
-	id, ok := c.identity()
-	if !ok {
-		return true // the gateway answers 401
+	id, known := c.identity()
+	if !known {
+		return nil, true // the gateway answers 401
 	}
 	q := request{r: r, h: h}
 	q.attrs.WorkspaceID, q.attrs.OrganisationID, q.attrs.APIKey = id.WorkspaceID, id.OrganisationID, id.Name
@@ -61,35 +84,32 @@ func (h *Handler) admitBudget(w http.ResponseWriter, r *http.Request, c *request
 	// what a tokens or cost policy without default_reservation would.
 	var none policies.Policy
 	res := budgets.Reserve{MicroUSD: h.reserveSpend(&q, &none), Tokens: h.reserveTokens(&q, &none)}
-	adm, refusal, err := e.Admit(ctx, &q.attrs, res)
+	adm, refused, err := e.Admit(ctx, &q.attrs, res)
 	if err != nil {
 		if ctx.Err() != nil {
-			return false
+			return nil, false
 		}
 		h.logFailure("usage limit admission failed", err)
 		if !h.ctl.FailClosed() {
-			return true
+			return nil, true
 		}
 		if v != nil {
 			h.refund(ctx, v.grants)
 		}
-		writeError(w, r, apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable,
-			"the budget store is unavailable; try again later").WithCode("budget_store_unavailable"))
-		return false
+		return apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable,
+			"the budget store is unavailable; try again later").WithCode("budget_store_unavailable"), false
 	}
-	if refusal != nil {
+	if refused != nil {
 		if v != nil {
 			h.refund(ctx, v.grants)
 		}
 		h.logger.Info("request refused by a spent usage limit", zap.String("api_key_name", id.Name),
-			zap.String("workspace_id", id.WorkspaceID), zap.String("reason", refusal.Message))
-		writeError(w, r, refusal)
-		return false
+			zap.String("workspace_id", id.WorkspaceID), zap.String("reason", refused.Message))
+		return refused, false
 	}
 	if g := adm.Binding(); g != nil {
 		// The binding limit's remaining budget, so a client can see it
 		// run out before its 412.
-		hdr := w.Header()
 		hdr.Set(hdrBudgetRemaining, g.RemainingText())
 		hdr.Set(hdrBudgetPolicy, g.Limit.ID)
 		if !g.Period.End.IsZero() {
@@ -104,5 +124,50 @@ func (h *Handler) admitBudget(w http.ResponseWriter, r *http.Request, c *request
 			}
 		})
 	}
-	return true
+	return nil, true
 }
+
+// BudgetStage is the usage-limit stage llm_gateway loads (module
+// llm.stages.budget, app.BudgetStageModule) and runs for a request that
+// no llm_ratelimit admitted: a route without llm_ratelimit, or a managed
+// batch line whose route had none. It applies only the usage limits,
+// described and estimated as llm_ratelimit describes a request (with the
+// default output reservation, DefaultOutputTokens), and no rate-limit
+// policy.
+type BudgetStage struct {
+	h Handler
+}
+
+// CaddyModule returns the Caddy module information.
+func (BudgetStage) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  app.BudgetStageModule,
+		New: func() caddy.Module { return new(BudgetStage) },
+	}
+}
+
+// Provision finds the llm app.
+func (s *BudgetStage) Provision(ctx caddy.Context) error {
+	_, err := s.h.provisionBase(ctx)
+	return err
+}
+
+// AdmitBudget implements app.BudgetStage. body is the request body the
+// gateway read, which the estimate reads in place of r's.
+func (s *BudgetStage) AdmitBudget(hdr http.Header, r *http.Request, id *app.Identity, body []byte) error {
+	if _, read := ingress.Body(r); !read && body != nil {
+		ingress.SetBody(r, body)
+	}
+	refusal, ok := s.h.budget(hdr, r, &requester{id: id, done: true}, nil)
+	switch {
+	case refusal != nil:
+		return refusal
+	case !ok:
+		return apierror.New(statusClientClosed, apierror.TypeUnavailable, "the client closed the request").WithCode("client_closed")
+	}
+	return nil
+}
+
+// statusClientClosed is what the log records of a request whose client
+// left while its budget was decided (llm_gateway's StatusClientClosed).
+const statusClientClosed = 499

@@ -39,6 +39,7 @@ const DefaultMaxRequestBody = 32 << 20
 
 func init() {
 	caddy.RegisterModule(Handler{})
+	caddy.RegisterModule(BudgetStage{})
 	httpcaddyfile.RegisterHandlerDirective("llm_ratelimit", parseCaddyfile)
 	// After basic_auth, so a site's own authentication runs first and
 	// rejected requests never spend anyone's budget.
@@ -131,17 +132,10 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 // Provision finds the llm app and turns the Caddyfile policies into
 // records the matcher and the limiter use.
 func (h *Handler) Provision(ctx caddy.Context) error {
-	h.logger = ctx.Logger()
-	h.st = new(state)
-	h.configs = routing.NewConfigCache(1024)
-	if h.MaxRequestBody <= 0 {
-		h.MaxRequestBody = DefaultMaxRequestBody
-	}
-	a, err := ctx.App(app.ID)
+	a0, err := h.provisionBase(ctx)
 	if err != nil {
-		return fmt.Errorf("loading llm app: %v", err)
+		return err
 	}
-	h.ctl = appControl{a.(*app.App)}
 	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
 		return fmt.Errorf("registering metrics: %v", err)
 	}
@@ -153,9 +147,26 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	// the API-only view serves lines whose route is gone.
 	api := *h
 	api.Policies, api.static, api.release = nil, nil, nil
-	a0 := a.(*app.App)
 	h.release = []func(){a0.RegisterAdmission(h.key, h), a0.RegisterAdmission(app.APIAdmissionKey, &api)}
 	return nil
+}
+
+// provisionBase sets up what describing and admitting a request needs,
+// for the handler and for the budget stage (BudgetStage): the logger,
+// the shared state, the config cache, the body bound and the llm app.
+func (h *Handler) provisionBase(ctx caddy.Context) (*app.App, error) {
+	h.logger = ctx.Logger()
+	h.st = new(state)
+	h.configs = routing.NewConfigCache(1024)
+	if h.MaxRequestBody <= 0 {
+		h.MaxRequestBody = DefaultMaxRequestBody
+	}
+	a, err := ctx.App(app.ID)
+	if err != nil {
+		return nil, fmt.Errorf("loading llm app: %v", err)
+	}
+	h.ctl = appControl{a.(*app.App)}
+	return a.(*app.App), nil
 }
 
 // Cleanup removes the handler's admission stages from the llm app.
@@ -255,4 +266,6 @@ var (
 	_ caddy.CleanerUpper          = (*Handler)(nil)
 	_ app.Admission               = (*Handler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+	_ caddy.Provisioner           = (*BudgetStage)(nil)
+	_ app.BudgetStage             = (*BudgetStage)(nil)
 )

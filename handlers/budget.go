@@ -1,0 +1,73 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+)
+
+// Usage limits (budgets) hold on every request the gateway sends to a
+// provider, not only on routes with llm_ratelimit: a key's budget must
+// not be escaped by a route, or a whole config, without it. llm_ratelimit
+// reserves a request on its budgets before the gateway and marks it
+// (app.MarkBudgetAdmitted); the gateway runs the budget stage itself, once
+// the request is planned and before any provider call, for a request
+// that carries no mark. So each request is reserved, and settled, exactly
+// once.
+
+// provisionBudget loads the budget stage (app.BudgetStageModule, which
+// package ratelimit provides). A build without that package has none;
+// admitBudget then refuses requests while usage limits exist rather than
+// let them pass unlimited.
+func (g *Gateway) provisionBudget(ctx caddy.Context) error {
+	if _, err := caddy.GetModule(app.BudgetStageModule); err != nil {
+		return nil
+	}
+	m, err := ctx.LoadModuleByID(app.BudgetStageModule, nil)
+	if err != nil {
+		return fmt.Errorf("loading the usage-limit stage: %v", err)
+	}
+	s, ok := m.(app.BudgetStage)
+	if !ok {
+		return fmt.Errorf("module %s is not a usage-limit stage", app.BudgetStageModule)
+	}
+	g.budget = s
+	return nil
+}
+
+// callerVar is the request variable holding the planned request, for
+// calls made on its behalf (the semantic cache's embeddings, which are
+// recorded and charged as the caller's).
+const callerVar = "llm.caller"
+
+// admitBudget reserves q on the usage limits that match it unless a
+// stage in front (llm_ratelimit, or a batch line's admission) already
+// did. A refusal is the client's answer: 412 for a spent budget.
+func (g *Gateway) admitBudget(r *http.Request, q *Request, f *flight) error {
+	ctx := r.Context()
+	caddyhttp.SetVar(ctx, callerVar, q)
+	if _, done := app.BudgetAdmitted(ctx); done {
+		return nil
+	}
+	if g.budget == nil {
+		if g.app.BudgetEnforcer().Enabled(ctx) {
+			return apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable,
+				"usage limits are configured but this build cannot enforce them").WithCode("budget_stage_missing")
+		}
+		return nil
+	}
+	return g.budget.AdmitBudget(f.out.w.Header(), r, q.Identity, q.Call.Body)
+}
+
+// callerOf returns the request on whose behalf a call with ctx is made,
+// or nil.
+func callerOf(ctx context.Context) *Request {
+	q, _ := caddyhttp.GetVar(ctx, callerVar).(*Request)
+	return q
+}

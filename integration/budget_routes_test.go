@@ -1,0 +1,221 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/budgets"
+)
+
+// Budgets hold on every route llm_gateway serves, with or without
+// llm_ratelimit in front of it, and a request is reserved and charged
+// on them exactly once.
+
+// tinyBudget is a usage limit of 20 micro-dollars per gateway key: five
+// of rlChat's requests (about 4 micro-dollars each).
+const tinyBudget = `{"name": "tiny", "type": "cost", "credit_limit": 0.00002, "periodic_reset": "monthly",
+	"conditions": [{"key": "api_key", "value": "*"}], "group_by": [{"key": "api_key"}]}`
+
+// spendUntilRefused sends up to 20 requests and returns how many passed
+// before the first that did not, and that one's answer.
+func spendUntilRefused(t *testing.T, send func() (*http.Response, []byte)) (int, *http.Response, []byte) {
+	t.Helper()
+	for i := 0; i < 20; i++ {
+		resp, raw := send()
+		if resp.StatusCode != 200 {
+			return i, resp, raw
+		}
+	}
+	t.Fatal("20 requests passed a 20 micro-dollar budget")
+	return 0, nil, nil
+}
+
+// TestBudgetHoldsWithoutRatelimit: on a route without llm_ratelimit, a
+// usage limit created through the API and a key's own usage_limits are
+// enforced all the same: five requests pass, the sixth is a 412
+// budget_exceeded; then every kind of request the gateway sends to a
+// provider (Messages, Responses, embeddings, a pass-through path) is
+// refused before any provider call, while another key is not limited.
+func TestBudgetHoldsWithoutRatelimit(t *testing.T) {
+	t.Run("API usage limit", func(t *testing.T) {
+		up := newFakeOpenAI(t)
+		loadRL(t, rlSite{NoLimiter: true})
+		if status, m := api(t, gatewayKey, http.MethodPost, "/policies/usage-limits", tinyBudget); status != 200 {
+			t.Fatalf("create: %d %v", status, m)
+		}
+		ok, last, raw := spendUntilRefused(t, func() (*http.Response, []byte) {
+			return rlChat(t, gatewayURL(), gatewayKey, up.URL, "")
+		})
+		if ok != 5 || last.StatusCode != http.StatusPreconditionFailed || errCode(t, raw) != budgets.CodeExceeded {
+			t.Fatalf("%d requests passed, then %d %s; want 5 then 412 %s", ok, last.StatusCode, raw, budgets.CodeExceeded)
+		}
+		calls := up.count()
+		route := []string{"x-gateway-api-key", gatewayKey, "x-gateway-provider", "openai", "x-gateway-custom-host", up.URL,
+			"Authorization", "Bearer sk-test-provider"}
+		for _, tc := range []struct{ name, path, body string }{
+			{"messages", "/messages", `{"model":"gpt-4o-mini","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`},
+			{"responses", "/responses", `{"model":"gpt-4o-mini","input":"hi"}`},
+			{"embeddings", "/embeddings", `{"model":"text-embedding-3-small","input":"hi"}`},
+			{"pass-through", "/moderations", `{"model":"omni-moderation-latest","input":"hi"}`},
+			{"streamed chat", "/chat/completions", `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"hi"}]}`},
+		} {
+			resp, raw := rawDo(t, gatewayURL(), http.MethodPost, tc.path, []byte(tc.body), route...)
+			// Messages answers in Anthropic's error shape, which has no
+			// code; every shape says the limit is exhausted.
+			if resp.StatusCode != http.StatusPreconditionFailed || !strings.Contains(string(raw), "is exhausted") {
+				t.Errorf("%s after the budget was spent: %d %s, want the 412 of the spent budget", tc.name, resp.StatusCode, raw)
+			}
+		}
+		if up.count() != calls {
+			t.Errorf("the provider was called %d times after the budget was spent", up.count()-calls)
+		}
+		if resp, raw := rlChat(t, gatewayURL(), rlOtherKey, up.URL, ""); resp.StatusCode != 200 {
+			t.Errorf("another workspace's key: %d %s", resp.StatusCode, raw)
+		}
+	})
+	t.Run("key usage_limits", func(t *testing.T) {
+		up := newFakeOpenAI(t)
+		s := newKeysSite(t, vkOpenAI("openai", up.URL))
+		s.load(t) // llm_gateway alone, no llm_ratelimit
+		var created createdKey
+		as(t, keysAdminKey, "POST", "/api-keys/workspace/service",
+			`{"name":"budgeted","workspace_id":"`+keysWorkspace+`","scopes":["completions.write"],"usage_limits":{"credit_limit":0.00002,"periodic_reset":"monthly"},"defaults":{"virtual_key":"openai"}}`,
+			200, &created)
+		body := []byte(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`)
+		ok, last, raw := spendUntilRefused(t, func() (*http.Response, []byte) {
+			return do(t, "POST", "/chat/completions", body, "x-gateway-api-key", created.Key)
+		})
+		if ok != 5 || last.StatusCode != http.StatusPreconditionFailed || errCode(t, raw) != budgets.CodeExceeded {
+			t.Fatalf("%d requests passed, then %d %s; want 5 then 412 %s", ok, last.StatusCode, raw, budgets.CodeExceeded)
+		}
+		if resp, raw := do(t, "POST", "/chat/completions", body, "x-gateway-virtual-key", "openai"); resp.StatusCode != 200 {
+			t.Errorf("another key: %d %s", resp.StatusCode, raw)
+		}
+	})
+}
+
+// usedMicro returns what /v1/usage/me says key has used of its one usage
+// limit, in micro-dollars.
+func usedMicro(t *testing.T, base, key string) int64 {
+	t.Helper()
+	resp, raw := rawDo(t, base, http.MethodGet, "/usage/me", nil, "x-gateway-api-key", key)
+	var me struct {
+		UsageLimits []struct {
+			Used float64 `json:"used"`
+		} `json:"usage_limits"`
+	}
+	if err := json.Unmarshal(raw, &me); err != nil || resp.StatusCode != 200 || len(me.UsageLimits) != 1 {
+		t.Fatalf("usage/me: %d %s", resp.StatusCode, raw)
+	}
+	return int64(math.Round(me.UsageLimits[0].Used * 1e6))
+}
+
+// waitUsed waits until key's budget shows at least want micro-dollars
+// used (settlement runs as the answer ends), then a little longer, so a
+// second charge of the same request would show too, and returns it.
+func waitUsed(t *testing.T, base, key string, want int64) int64 {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for usedMicro(t, base, key) < want && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	return usedMicro(t, base, key)
+}
+
+// costMicro is a cost header in micro-dollars as a budget charges it:
+// rounded up.
+func costMicro(t *testing.T, h string) int64 {
+	t.Helper()
+	var usd float64
+	if _, err := fmt.Sscan(h, &usd); err != nil || h == "" {
+		t.Fatalf("x-gateway-cost %q", h)
+	}
+	return budgets.MicroUSD(usd)
+}
+
+// TestBudgetChargedOnce: on a route with llm_ratelimit (which reserves
+// the request on its budgets before the gateway) and on one without
+// (where the gateway does), a request is charged exactly its cost: the
+// spend after three requests is the sum of their x-gateway-cost headers,
+// not twice that.
+func TestBudgetChargedOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		ratelimit bool
+	}{
+		{"with llm_ratelimit", true},
+		{"without llm_ratelimit", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := newFakeOpenAI(t)
+			loadRL(t, rlSite{NoLimiter: !tc.ratelimit})
+			big := strings.Replace(tinyBudget, "0.00002", "1", 1)
+			if status, m := api(t, gatewayKey, http.MethodPost, "/policies/usage-limits", big); status != 200 {
+				t.Fatalf("create: %d %v", status, m)
+			}
+			var want int64
+			for i := 0; i < 3; i++ {
+				resp, raw := rlChat(t, gatewayURL(), gatewayKey, up.URL, "")
+				if resp.StatusCode != 200 || resp.Header.Get("X-Gateway-Budget-Policy") == "" {
+					t.Fatalf("request %d: %d %v %s", i, resp.StatusCode, resp.Header, raw)
+				}
+				want += costMicro(t, resp.Header.Get("X-Gateway-Cost"))
+			}
+			if got := waitUsed(t, gatewayURL(), gatewayKey, want); got != want || want == 0 {
+				t.Errorf("spent %d micro-dollars after three requests costing %d in all", got, want)
+			}
+		})
+	}
+}
+
+// TestBudgetChargesBatchLines: a managed batch created on a route without
+// llm_ratelimit runs its lines clientless; each line is charged to the
+// creator's budget once: the spend equals the lines' ledger costs.
+func TestBudgetChargesBatchLines(t *testing.T) {
+	up := fakeAnthropic(t, fixture(t, "anthropic", "response_text.json"), nil)
+	// A storage of its own, so the limit never outlives the test.
+	newKeysSite(t, fmt.Sprintf("ledger %q", filepath.Join(t.TempDir(), "ledger.db"))).load(t)
+	reloadSafeTransport.CloseIdleConnections()
+	big := strings.Replace(tinyBudget, "0.00002", "1", 1)
+	if status, m := api(t, gatewayKey, http.MethodPost, "/policies/usage-limits", big); status != 200 {
+		t.Fatalf("create: %d %v", status, m)
+	}
+	client := anthropicClient(up)
+	ctx := context.Background()
+	f, err := client.Files.New(ctx, openai.FileNewParams{File: openai.File(bytes.NewReader(batchInput(3, 2)), "in.jsonl", "application/jsonl"), Purpose: openai.FilePurposeBatch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := client.Batches.New(ctx, openai.BatchNewParams{InputFileID: f.ID, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions, CompletionWindow: "immediate"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitBatch(t, client, b.ID, openai.BatchStatusCompleted)
+	syncLedger(t)
+	var logs struct {
+		Data []struct {
+			Cost int64 `json:"cost_nano_usd"`
+		}
+	}
+	if code := getJSON(t, "/logs?page_size=100&ai_org_model=claude-sonnet-4-5,claude-unknown", gatewayKey, &logs); code != 200 || len(logs.Data) != 3 {
+		t.Fatalf("GET /v1/logs: %d, %d records", code, len(logs.Data))
+	}
+	var want int64
+	for _, l := range logs.Data {
+		want += (l.Cost + 999) / 1000
+	}
+	if got := waitUsed(t, gatewayURL(), gatewayKey, want); got != want || want == 0 {
+		t.Errorf("spent %d micro-dollars on batch lines whose records cost %d", got, want)
+	}
+}
