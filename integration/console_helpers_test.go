@@ -19,12 +19,20 @@ import (
 // upstream, and the console mounted under /console/.
 func consoleSite(t testing.TB, upstream string) {
 	t.Helper()
+	consoleSiteWith(t, upstream, filepath.Join(t.TempDir(), "ledger.db"), "")
+}
+
+// consoleSiteWith is consoleSite with its ledger at ledgerPath and extra
+// lines in the llm block (such as a redis block, where the keys then
+// live).
+func consoleSiteWith(t testing.TB, upstream, ledgerPath, extra string) {
+	t.Helper()
 	// newKeysSite's setup, for benchmarks too.
 	os.Setenv("TEST_KEYS_ADMIN", keysAdminKey)
 	os.Setenv("TEST_KEYS_ENC", keysEncryptionKey)
 	s := &keysSite{Storage: t.TempDir()}
-	s.LLM = fmt.Sprintf("api_key other "+otherKey+" {\n\t\t\torganisation_id "+keysOrg+"\n\t\t\tworkspace_id "+keysOtherWS+"\n\t\t}\n\t\tledger %q\n\t\tvirtual_key fake {\n\t\t\tprovider openai\n\t\t\tapi_key sk-test-provider\n\t\t\tcustom_host %s\n\t\t}",
-		filepath.Join(t.TempDir(), "ledger.db"), upstream)
+	s.LLM = fmt.Sprintf("api_key other "+otherKey+" {\n\t\t\torganisation_id "+keysOrg+"\n\t\t\tworkspace_id "+keysOtherWS+"\n\t\t}\n\t\tledger %q\n\t\tvirtual_key fake {\n\t\t\tprovider openai\n\t\t\tapi_key sk-test-provider\n\t\t\tcustom_host %s\n\t\t}\n\t\t%s",
+		ledgerPath, upstream, extra)
 	newHTTPPort()
 	cf := strings.Replace(s.caddyfile(), "\thandle /v1/* {", "\thandle_path /console/* {\n\t\tllm_console\n\t}\n\thandle /v1/* {", 1)
 	loadCaddyfile(t, cf)

@@ -1,0 +1,165 @@
+package integration
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/redistest"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
+)
+
+// consoleScaleDB is the Redis database BenchmarkConsoleScale keeps its
+// million keys in and flushes; no test uses it.
+const consoleScaleDB = 5
+
+// BenchmarkConsoleScale is the issue's scale: the keys page and the logs
+// page's first page with 1,000,000 API keys (in Redis, the store a fleet
+// shares, imported through the store's bulk path) and 10,000,000 ledger
+// records (SQLite, written by INSERT … SELECT in batches), through a
+// real Caddy, signed in as an organisation key that sees every key and
+// record. CONSOLE_SCALE_KEYS and CONSOLE_SCALE_RECORDS change the counts.
+// Seeding takes minutes, so it runs only when asked:
+//
+//	go test ./integration -run '^$' -bench ConsoleScale -benchtime 5x -timeout 60m
+func BenchmarkConsoleScale(b *testing.B) {
+	nKeys, nRecords := envInt(b, "CONSOLE_SCALE_KEYS", 1_000_000), envInt(b, "CONSOLE_SCALE_RECORDS", 10_000_000)
+	redistest.Require(b)
+	rc := redistest.Client(b, consoleScaleDB)
+	ctx := context.Background()
+	rc.FlushDB(ctx)
+	b.Cleanup(func() { rc.FlushDB(context.Background()) })
+	up := newFakeOpenAI(b)
+	ledgerPath := filepath.Join(b.TempDir(), "ledger.db")
+	consoleSiteWith(b, up.URL, ledgerPath, fmt.Sprintf("redis %s {\n\t\t\tdb %d\n\t\t}", redistest.Addr(), consoleScaleDB))
+
+	start := time.Now()
+	seedKeys(b, nKeys)
+	b.Logf("%d keys imported in %v", nKeys, time.Since(start).Round(time.Millisecond))
+	start = time.Now()
+	seedLedger(b, ledgerPath, nRecords)
+	b.Logf("%d ledger records inserted in %v", nRecords, time.Since(start).Round(time.Millisecond))
+
+	c := newConsoleClient(b)
+	c.signIn(keysAdminKey)
+	pages := func(ps ...struct{ name, path, want string }) {
+		for _, p := range ps {
+			b.Run(p.name, func(b *testing.B) {
+				for b.Loop() {
+					code, body := c.send("GET", p.path, nil)
+					if code != http.StatusOK || !strings.Contains(body, p.want) {
+						b.Fatalf("%s: %d, %q not in the page", p.path, code, p.want)
+					}
+				}
+			})
+		}
+	}
+	type pg = struct{ name, path, want string }
+	pages(pg{"keys", "/keys", fmt.Sprintf("%d keys", nKeys+3)},
+		pg{"keys-search-name", "/keys?search=" + url.QueryEscape("SVC-00123"), fmt.Sprintf("%d keys match", max(0, min(nKeys, 12400)-12300))},
+		pg{"keys-search-status", "/keys?status=disabled", fmt.Sprintf("%d keys match", (nKeys+99)/100)},
+		pg{"logs", "/logs", "svc-"},
+		pg{"logs-key", "/logs?key=svc-0000007", "svc-0000007"})
+	// What an index on the key would give the key's logs: the ledger's
+	// schema has none (its indexes lead with the workspace or the
+	// organisation, then the time), so the count of a key's records reads
+	// every record of the organisation.
+	start = time.Now()
+	addKeyIndex(b, ledgerPath)
+	b.Logf("index on (organisation_id, api_key, ts) built in %v", time.Since(start).Round(time.Millisecond))
+	pages(pg{"logs-key-indexed", "/logs?key=svc-0000007", "svc-0000007"})
+}
+
+// addKeyIndex adds the index BenchmarkConsoleScale's last page is
+// measured with (not one of the ledger's own).
+func addKeyIndex(b *testing.B, path string) {
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(30000)")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec("CREATE INDEX bench_org_key_ts ON llm_ledger (organisation_id, api_key, ts)"); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func envInt(b *testing.B, name string, def int) int {
+	if v := os.Getenv(name); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1000 {
+			b.Fatalf("%s=%q: a number of at least 1000", name, v)
+		}
+		return n
+	}
+	return def
+}
+
+// seedKeys imports n workspace keys named svc-0000000…, spread over 100
+// workspaces of the admin's organisation, one in a hundred disabled.
+func seedKeys(b *testing.B, n int) {
+	a, err := caddy.ActiveContext().App("llm")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ks := a.(*app.App).KeyStore()
+	h := ks.Hasher()
+	recs := make([]*keys.APIKey, n)
+	for i := range recs {
+		k := keys.NewKey()
+		recs[i] = &keys.APIKey{
+			ID: keys.NewID(), Name: fmt.Sprintf("svc-%07d", i), Type: keys.TypeWorkspace, SubType: keys.SubTypeService,
+			OrganisationID: keysOrg, WorkspaceID: fmt.Sprintf("1c7a4f81-4d5b-4b6a-8b62-%012d", i%100),
+			Scopes: []string{"completions.write"}, Digest: h.Sum(k).String(), Prefix: k[:keys.DisplayLen],
+		}
+		if i%100 == 0 {
+			recs[i].Status = keys.StatusDisabled
+		}
+	}
+	if err := ks.ImportAPIKeys(context.Background(), recs, 16); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// seedLedger inserts n records into the ledger's SQLite file, newest
+// last, one a second up to now, in the admin's workspace, for 1,000 keys
+// (svc-0000000 to svc-0000999) and three models, one in fifty a 500.
+// Batches of 500,000 rows, each one INSERT … SELECT over a counter, keep
+// the write-ahead log small. The hourly rollup is not filled: the pages
+// timed here read the records.
+func seedLedger(b *testing.B, path string, n int) {
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(30000)&_pragma=journal_mode(WAL)&_pragma=synchronous(OFF)")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	const q = `INSERT INTO llm_ledger (ts, trace_id, api_key, workspace_id, organisation_id, virtual_key, config_id, provider, model,
+		operation, status, stream, input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, cost_nano_usd,
+		latency_us, ttft_us, cache_state, retries, metadata)
+	WITH RECURSIVE n(i) AS (SELECT ? UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?)
+	SELECT ? + i * 1000000, printf('%032x', i), printf('svc-%07d', i % 1000), ?, ?, 'fake', '', 'openai',
+		CASE i % 3 WHEN 0 THEN 'gpt-4o-mini' WHEN 1 THEN 'gpt-4o' ELSE 'o3-mini' END, 'chat.completions',
+		CASE WHEN i % 50 = 0 THEN 500 ELSE 200 END, 0, 10 + i % 100, 20, 0, 0, 0, 1500 + i % 7, 120000 + i % 1000, NULL, 'MISS', 0, '{}'
+	FROM n`
+	first := time.Now().Add(-time.Duration(n) * time.Second).UnixMicro()
+	const batch = 500_000
+	for lo := 0; lo < n; lo += batch {
+		if _, err := db.Exec(q, lo, min(lo+batch, n), first, keysWorkspace, keysOrg); err != nil {
+			b.Fatalf("inserting records %d…: %v", lo, err)
+		}
+	}
+	var got int
+	if err := db.QueryRow("SELECT COUNT(*) FROM llm_ledger").Scan(&got); err != nil || got < n {
+		b.Fatalf("%d records after seeding (%v)", got, err)
+	}
+}
