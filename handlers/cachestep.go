@@ -11,6 +11,7 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache/semantic"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/messages"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 )
@@ -68,12 +69,6 @@ type cachedTarget struct {
 func (rc *responseCache) request(q *Request, p *attemptPlan) *cachedTarget {
 	t := p.target
 	if t.Cache == nil || !cacheable(q.Call.Method, p.op) || (!cacheable(q.Call.Method, q.Call.Op) && q.adapter == nil) {
-		return nil
-	}
-	if p.op == providers.OpMessages && p.stream {
-		// A stored answer is served as a stream in OpenAI's format
-		// only (cache.Synthesize): a native Messages stream is not
-		// cached. Translated targets cache their chat completion.
 		return nil
 	}
 	path := q.Call.Path
@@ -156,8 +151,16 @@ func (c *cacheStep) cached(ctx context.Context, p attemptPlan) (routing.Outcome,
 	}
 	body, ctype := ent.Body, "application/json"
 	if p.stream {
-		includeUsage := gjson.GetBytes(p.body, "stream_options.include_usage").Bool()
-		sse, ok := cache.Synthesize(ent.Body, includeUsage)
+		var sse []byte
+		var ok bool
+		if p.op == providers.OpMessages {
+			// A native Messages answer replays as Anthropic's events;
+			// a translated target's chat completion as OpenAI's, which
+			// the adapter translates.
+			sse, ok = messages.SynthesizeStream(ent.Body)
+		} else {
+			sse, ok = cache.Synthesize(ent.Body, gjson.GetBytes(p.body, "stream_options.include_usage").Bool())
+		}
 		if !ok {
 			return routing.Outcome{}, false
 		}
@@ -184,7 +187,7 @@ func (c *cacheStep) attempt(ctx context.Context, p attemptPlan) routing.Outcome 
 	}
 	// Storing outlives a client that leaves as the answer ends; the
 	// backend and the embedder bound their own time.
-	p.sink = &storeSink{rc: c.rc, ct: ct, ctx: context.WithoutCancel(c.context(ctx, ct))}
+	p.sink = &storeSink{rc: c.rc, ct: ct, ctx: context.WithoutCancel(c.context(ctx, ct)), anthropicSSE: p.op == providers.OpMessages}
 	p.label = ct.label()
 	return c.next.attempt(ctx, p)
 }
@@ -230,6 +233,9 @@ type storeSink struct {
 	rc  *responseCache
 	ct  *cachedTarget
 	ctx context.Context
+	// anthropicSSE marks a native Messages answer, whose stream is
+	// Anthropic's events (messages.AssembleStream).
+	anthropicSSE bool
 }
 
 // Hold implements answerSink: a cached answer is stored before the
@@ -242,8 +248,12 @@ func (s *storeSink) Limit() int { return cache.MaxEntrySize }
 // Done implements answerSink.
 func (s *storeSink) Done(status int, body []byte, stream bool) {
 	if stream {
+		assemble := cache.Assemble
+		if s.anthropicSSE {
+			assemble = messages.AssembleStream
+		}
 		var ok bool
-		if body, ok = cache.Assemble(body); !ok {
+		if body, ok = assemble(body); !ok {
 			return
 		}
 	} else if jsonlimit.Check(body) != nil {

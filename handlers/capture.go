@@ -298,7 +298,7 @@ type flushWriter struct {
 func (f flushWriter) Write(p []byte) (int, error) {
 	if f.tee != nil {
 		f.tee.teeWrite(p)
-		if bytes.Contains(p, sseDoneEvent) {
+		if bytes.Contains(p, sseDoneEvent) || bytes.Contains(p, messageStopEvent) {
 			f.tee.storeStream()
 		}
 	}

@@ -95,8 +95,9 @@ func TestMessagesOutputGuardrailStream(t *testing.T) {
 }
 
 // TestMessagesCacheNative: a native Messages answer is cached like a chat
-// completion (HIT on the same body, the provider called once); a
-// streamed native call is not cached.
+// completion (HIT on the same body, the provider called once), and a
+// streamed call of the same body is served from it as Anthropic's events
+// (TestMessagesCacheNativeStream stores streams).
 func TestMessagesCacheNative(t *testing.T) {
 	ant := messagesAnthropic(t)
 	loadProviderSite(t)
@@ -119,10 +120,10 @@ func TestMessagesCacheNative(t *testing.T) {
 		}
 	}
 	stream := strings.Replace(body, `"max_tokens"`, `"stream":true,"max_tokens"`, 1)
-	for i := 0; i < 2; i++ {
-		resp, raw := translatedDo(t, "POST", "/messages", []byte(stream), configHeader(config)...)
-		if resp.StatusCode != 200 || resp.Header.Get("x-gateway-cache-status") == "HIT" || !strings.Contains(string(raw), "message_stop") {
-			t.Fatalf("stream %d: %d %q: %s", i, resp.StatusCode, resp.Header.Get("x-gateway-cache-status"), raw)
-		}
+	before := len(ant.seen)
+	resp, raw := translatedDo(t, "POST", "/messages", []byte(stream), configHeader(config)...)
+	if resp.StatusCode != 200 || resp.Header.Get("x-gateway-cache-status") != "HIT" || len(ant.seen) != before ||
+		!strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") || !strings.HasSuffix(string(raw), "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n") {
+		t.Fatalf("stream: %d %q, provider called %d times: %s", resp.StatusCode, resp.Header.Get("x-gateway-cache-status"), len(ant.seen)-before, raw)
 	}
 }
