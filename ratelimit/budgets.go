@@ -36,7 +36,7 @@ type budgeter interface {
 // admitBudget reserves r on the usage limits that match it (budget) and
 // writes the refusal when there is one; false when r may not proceed.
 func (h *Handler) admitBudget(w http.ResponseWriter, r *http.Request, c *requester, v *verdict) bool {
-	refusal, ok := h.budget(w.Header(), r, c, v)
+	refusal, ok := h.budget(w.Header(), r, c, v, nil)
 	if refusal != nil {
 		writeError(w, r, refusal)
 	}
@@ -46,13 +46,14 @@ func (h *Handler) admitBudget(w http.ResponseWriter, r *http.Request, c *request
 // budget reserves r on the usage limits that match it, with the same
 // request description and estimates the rate limits use, after the rate
 // limits admitted it (their grants are v's; nil for the budget stage).
+// body, when not nil, is the body llm_gateway already read (r's is spent).
 // It sets the binding limit's headers on hdr, marks r as admitted on its
 // budgets (app.MarkBudgetAdmitted), so llm_gateway does not reserve it a
 // second time, and settles the reservations when the gateway reports the
 // outcome. When a budget is spent, or the budget store is down and the
 // gateway fails closed, it gives back v's grants and returns the refusal;
 // when the client left meanwhile it returns nil and false.
-func (h *Handler) budget(hdr http.Header, r *http.Request, c *requester, v *verdict) (refusal *apierror.Error, ok bool) {
+func (h *Handler) budget(hdr http.Header, r *http.Request, c *requester, v *verdict, body []byte) (refusal *apierror.Error, ok bool) {
 	var adm *budgets.Admission
 	defer func() {
 		if ok {
@@ -74,6 +75,11 @@ func (h *Handler) budget(hdr http.Header, r *http.Request, c *requester, v *verd
 	id, known := c.identity()
 	if !known {
 		return nil, true // the gateway answers 401
+	}
+	if body != nil {
+		if _, read := ingress.Body(r); !read {
+			ingress.SetBody(r, body) // the gateway read it: readBody reads it here
+		}
 	}
 	q := request{r: r, h: h}
 	q.attrs.WorkspaceID, q.attrs.OrganisationID, q.attrs.APIKey = id.WorkspaceID, id.OrganisationID, id.Name
@@ -118,8 +124,11 @@ func (h *Handler) budget(hdr http.Header, r *http.Request, c *requester, v *verd
 	}
 	if adm != nil {
 		sctx := context.WithoutCancel(ctx)
+		// A copy for the callback, so adm itself stays off the heap on
+		// the path where no limit exists.
+		settle := adm
 		observe.OnDone(r, func(entry *observe.Entry) {
-			if err := adm.Settle(sctx, entry); err != nil {
+			if err := settle.Settle(sctx, entry); err != nil {
 				h.logFailure("usage limit settlement failed", err)
 			}
 		})
@@ -155,10 +164,7 @@ func (s *BudgetStage) Provision(ctx caddy.Context) error {
 // AdmitBudget implements app.BudgetStage. body is the request body the
 // gateway read, which the estimate reads in place of r's.
 func (s *BudgetStage) AdmitBudget(hdr http.Header, r *http.Request, id *app.Identity, body []byte) error {
-	if _, read := ingress.Body(r); !read && body != nil {
-		ingress.SetBody(r, body)
-	}
-	refusal, ok := s.h.budget(hdr, r, &requester{id: id, done: true}, nil)
+	refusal, ok := s.h.budget(hdr, r, &requester{id: id, done: true}, nil, body)
 	switch {
 	case refusal != nil:
 		return refusal
