@@ -5,10 +5,14 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache/semantic"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 )
@@ -78,11 +82,13 @@ func (e *gatewayEmbedder) embed(ctx context.Context, text string) ([]float32, er
 	}
 	ex := &executor{g: e.g, q: q, r: r, out: &responder{w: w}, answerLimit: maxEmbeddingAnswer}
 	rq := &routing.Request{Params: body, Path: q.URLPath}
+	start := time.Now()
 	rr, err := e.g.router.Run(r.Context(), plan, rq, steps(q, ex, nil, nil))
+	res := resultOf(rr.Outcome)
+	e.account(ctx, start, res, rr.Status)
 	if err != nil {
 		return nil, fmt.Errorf("embedding virtual key %q: routing failed", e.virtualKey)
 	}
-	res := resultOf(rr.Outcome)
 	switch {
 	case res == nil || res.held == nil:
 		return nil, fmt.Errorf("embedding virtual key %q: no answer", e.virtualKey)
@@ -90,6 +96,45 @@ func (e *gatewayEmbedder) embed(ctx context.Context, text string) ([]float32, er
 		return nil, fmt.Errorf("embedding virtual key %q: status %d", e.virtualKey, res.held.status)
 	}
 	return semantic.ParseEmbedding(res.held.body)
+}
+
+// account records an embedding call made for a caller's request (ctx's,
+// callerOf) in the usage ledger as the caller's own call, operation
+// "embeddings" with the request's trace id and metadata, and charges what
+// it used to the usage limits the request was admitted on
+// (app.BudgetAdmitted). So the semantic cache spends nothing a caller's
+// budget does not see, and the ledger's totals still equal what budgets
+// were charged. The call's cost is not in the request's x-gateway-cost
+// header, which prices the answer the client got.
+func (e *gatewayEmbedder) account(ctx context.Context, start time.Time, res *result, status int) {
+	caller := callerOf(ctx)
+	if caller == nil || caller.Identity == nil || res == nil {
+		return
+	}
+	id := caller.Identity
+	ent := &observe.Entry{
+		KeyName: id.Name, Workspace: id.WorkspaceID, Organisation: id.OrganisationID,
+		VirtualKey: e.virtualKey, Operation: providers.OpEmbeddings, Method: http.MethodPost, Path: "/embeddings",
+		Model: e.model, Status: status, Start: start, Usage: res.usage,
+	}
+	if caller.Header != nil {
+		ent.TraceID, ent.Metadata = caller.Header.TraceID, caller.Header.Metadata
+	}
+	if res.model != "" {
+		ent.Model = res.model
+	}
+	if res.target != nil {
+		ent.Provider = res.target.Settings.Provider
+		if res.usage != nil {
+			ent.CostUSD, ent.CostKnown = e.g.app.Prices().Cost(ent.Provider, ent.Model, *res.usage)
+		}
+	}
+	e.g.app.UsageLedger().Record(ent)
+	if charge, _ := app.BudgetAdmitted(ctx); charge != nil {
+		if err := charge.Add(ctx, ent); err != nil {
+			e.g.logger.Error("charging a semantic cache embedding to the caller's usage limits failed", zap.Error(err))
+		}
+	}
 }
 
 // embedMemoKey is the context key of a request's embedMemo.

@@ -219,3 +219,73 @@ func TestBudgetChargesBatchLines(t *testing.T) {
 		t.Errorf("spent %d micro-dollars on batch lines whose records cost %d", got, want)
 	}
 }
+
+// TestBudgetChargesSemanticCacheEmbeddings: the semantic cache's
+// embedding calls are the caller's: each is a ledger record of the
+// caller's key (operation embeddings, the request's trace id) and is
+// charged to the caller's budget, so a semantic hit, which costs no
+// provider call, still costs its embedding; and the budget's spend equals
+// the ledger's records.
+func TestBudgetChargesSemanticCacheEmbeddings(t *testing.T) {
+	emb := newFakeEmbeddings(t, semanticTable())
+	up := newEchoChat(t)
+	newKeysSite(t, semanticLLM(emb, "max_entries 100")+fmt.Sprintf("\n\t\tledger %q", filepath.Join(t.TempDir(), "ledger.db"))).load(t)
+	big := strings.Replace(tinyBudget, "0.00002", "1", 1)
+	if status, m := api(t, gatewayKey, http.MethodPost, "/policies/usage-limits", big); status != 200 {
+		t.Fatalf("create: %d %v", status, m)
+	}
+	cfg := compactJSON(t, target(up.fakeOpenAI, `"cache":{"mode":"semantic","max_age":60}`))
+	var chat int64
+	traces := map[string]bool{}
+	for _, st := range []struct{ question, status string }{
+		{qFrance, "SEMANTIC MISS"},
+		{qPara, "SEMANTIC HIT"},
+	} {
+		resp, raw := do(t, "POST", "/chat/completions", askBody("gpt-4o-mini", st.question), "x-gateway-config", cfg)
+		if resp.StatusCode != 200 || resp.Header.Get("x-gateway-cache-status") != st.status {
+			t.Fatalf("%s: %d %s %s", st.question, resp.StatusCode, resp.Header.Get("x-gateway-cache-status"), raw)
+		}
+		if h := resp.Header.Get("X-Gateway-Cost"); h != "" {
+			chat += costMicro(t, h)
+		}
+		traces[resp.Header.Get("x-gateway-trace-id")] = true
+	}
+	if emb.calls() != 2 || up.count() != 1 {
+		t.Fatalf("%d embedding calls and %d chat calls, want 2 and 1", emb.calls(), up.count())
+	}
+	syncLedger(t)
+	var logs struct {
+		Data []struct {
+			APIKey    string `json:"api_key"`
+			TraceID   string `json:"trace_id"`
+			Operation string `json:"operation"`
+			Model     string `json:"model"`
+			Cost      int64  `json:"cost_nano_usd"`
+			Known     bool   `json:"cost_known"`
+		}
+	}
+	if code := getJSON(t, "/logs?page_size=100", gatewayKey, &logs); code != 200 {
+		t.Fatalf("GET /v1/logs: %d", code)
+	}
+	var ledgerMicro, embedMicro int64
+	embeds := 0
+	for _, l := range logs.Data {
+		ledgerMicro += (l.Cost + 999) / 1000
+		if l.Operation != "embeddings" {
+			continue
+		}
+		embeds++
+		embedMicro += (l.Cost + 999) / 1000
+		// 5 tokens of text-embedding-3-small at $0.02 per million.
+		if l.APIKey != "test" || !traces[l.TraceID] || l.Model != "text-embedding-3-small" || !l.Known || l.Cost != 100 {
+			t.Errorf("embedding record %+v: want the caller's key and trace id, priced 100 nano-dollars", l)
+		}
+	}
+	if embeds != 2 || len(logs.Data) != 4 {
+		t.Fatalf("%d records, %d of embeddings; want 2 requests and their 2 embeddings: %+v", len(logs.Data), embeds, logs.Data)
+	}
+	want := chat + embedMicro
+	if got := waitUsed(t, gatewayURL(), gatewayKey, want); got != want || got != ledgerMicro || embedMicro == 0 {
+		t.Errorf("spent %d micro-dollars; want the chat's %d plus the embeddings' %d, as the ledger's %d", got, chat, embedMicro, ledgerMicro)
+	}
+}
