@@ -1,7 +1,8 @@
 // Package budgetapi serves the usage limits (budgets) at
-// /v1/policies/usage-limits in the reference's shape. A key sees and
-// changes only its own workspace's limits (an organisation key: its
-// organisation's, naming the workspace in the body).
+// /v1/policies/usage-limits in the reference's shape. A key needs the
+// usage_limits scope of each action (Scope*), and sees and changes only
+// its own workspace's limits (an organisation key: its organisation's,
+// naming the workspace in the body).
 package budgetapi
 
 import (
@@ -26,12 +27,24 @@ const (
 	item       = collection + "/{id}"
 )
 
+// Scopes of the usage-limits API, named resource.action as the keys,
+// virtual keys and configs APIs name theirs ("usage_limits.*" grants them
+// all, and usage_limits.read grants usage_limits.list too). A Caddyfile
+// key without scopes holds them all, in its own workspace.
+const (
+	ScopeCreate = "usage_limits.create"
+	ScopeRead   = "usage_limits.read"
+	ScopeList   = "usage_limits.list"
+	ScopeUpdate = "usage_limits.update"
+	ScopeDelete = "usage_limits.delete"
+)
+
 func init() {
-	controlplane.Handle("POST "+collection, owned, handle(create))
-	controlplane.Handle("GET "+collection, owned, handle(list))
-	controlplane.Handle("GET "+item, owned, handle(get))
-	controlplane.Handle("PUT "+item, owned, handle(update))
-	controlplane.Handle("DELETE "+item, owned, handle(remove))
+	controlplane.Handle("POST "+collection, owned, handle(ScopeCreate, create))
+	controlplane.Handle("GET "+collection, owned, handle(ScopeList, list))
+	controlplane.Handle("GET "+item, owned, handle(ScopeRead, get))
+	controlplane.Handle("PUT "+item, owned, handle(ScopeUpdate, update))
+	controlplane.Handle("DELETE "+item, owned, handle(ScopeDelete, remove))
 }
 
 type call struct {
@@ -41,11 +54,18 @@ type call struct {
 	body  []byte
 }
 
-func handle(fn func(*call) (any, error)) http.HandlerFunc {
+// handle serves fn to a caller holding scope: a key without it gets a
+// 403 before anything is read or changed.
+func handle(scope string, fn func(*call) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		cp := controlplane.From(r)
 		if cp == nil || cp.Identity == nil || cp.App.BudgetStore() == nil {
 			apierror.Write(w, apierror.New(http.StatusUnauthorized, apierror.TypeAuthentication, "a gateway API key is required"))
+			return
+		}
+		if !cp.Identity.Can(scope) {
+			apierror.Write(w, apierror.Newf(http.StatusForbidden, apierror.TypeInvalidRequest,
+				"this gateway API key lacks the scope %s", scope).WithCode("missing_scope"))
 			return
 		}
 		v, err := fn(&call{r: r, id: cp.Identity, store: cp.App.BudgetStore(), body: cp.Body})
@@ -126,10 +146,18 @@ func create(c *call) (any, error) {
 	return map[string]string{"id": u.ID, "object": budgets.ObjectUsageLimits}, nil
 }
 
+// list answers the caller's workspace's limits; an organisation key's
+// list is its organisation's, or one workspace's when ?workspace_id=
+// names it. A workspace key naming another workspace is refused.
 func list(c *call) (any, error) {
 	ws := c.id.WorkspaceID
-	if c.id.Type == keys.TypeOrganisation {
-		ws = c.r.URL.Query().Get("workspace_id")
+	named := c.r.URL.Query().Get("workspace_id")
+	switch {
+	case c.id.Type == keys.TypeOrganisation:
+		ws = named
+	case named != "" && named != ws:
+		return nil, apierror.Newf(http.StatusForbidden, apierror.TypeInvalidRequest,
+			"workspace_id %s is not this gateway key's workspace", apierror.QuoteID(named)).WithCode("workspace_forbidden")
 	}
 	out, err := c.store.List(c.r.Context(), ws, c.id.OrganisationID)
 	if err != nil {
