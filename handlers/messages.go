@@ -52,6 +52,12 @@ func (g *Gateway) messagesRoute(q *Request) error {
 	if err != nil {
 		return err
 	}
+	if mr.UnsignedThinking() {
+		// Thinking a translated target gave the client, replayed: a
+		// native target would refuse its empty signature, and a
+		// translated one drops thinking anyway, so no target is sent it.
+		q.Call.Body = messages.StripUnsignedThinking(q.Call.Body)
+	}
 	q.adapter = &messagesAdapter{body: q.Call.Body, r: mr, op: q.Call.Op}
 	return nil
 }

@@ -15,14 +15,18 @@ import (
 // messagesAnthropic is the Anthropic fake of the Messages tests: the
 // conversation-reading answers of responsesAnthropic (text "seen N
 // messages", a get_weather call on "weather", the weather after a
-// tool_result), plus count_tokens, a 529 for the model "overloaded", and
-// a stream that breaks off after its first block for "cut".
+// tool_result), plus count_tokens, a 529 for the model "overloaded", a
+// stream that breaks off after its first block for "cut", and Anthropic's
+// 400 for a thinking block without a valid signature.
 func messagesAnthropic(t testing.TB) *fakeServer {
 	inner := responsesAnthropic(t)
 	return newFakeServer(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		switch {
 		case r.Header.Get("x-api-key") != anthropicKey:
 			writeJSON(w, 401, []byte(`{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`))
+		case unsignedThinking(body):
+			// Anthropic checks every thinking block's signature.
+			writeJSON(w, 400, []byte(`{"type":"error","error":{"type":"invalid_request_error","message":"messages.1.content.0: Invalid `+"`signature`"+` in `+"`thinking`"+` block"}}`))
 		case r.URL.Path == "/v1/messages/count_tokens":
 			writeJSON(w, 200, []byte(`{"input_tokens":`+itoa(len(gjson.GetBytes(body, "messages").Array())*100+1)+`}`))
 		case gjson.GetBytes(body, "model").String() == "overloaded":
@@ -250,4 +254,20 @@ func TestMessagesNativeVertex(t *testing.T) {
 	if err := st.Err(); err != nil || acc.StopReason != anthropic.StopReasonToolUse || !strings.HasSuffix(up.last().Path, ":streamRawPredict") {
 		t.Fatalf("stream err %v: %s via %s", err, acc.RawJSON(), up.last().Path)
 	}
+}
+
+// unsignedThinking reports whether a Messages body carries a thinking
+// block with an empty signature, which Anthropic refuses.
+func unsignedThinking(body []byte) bool {
+	found := false
+	gjson.GetBytes(body, "messages.#.content").ForEach(func(_, c gjson.Result) bool {
+		c.ForEach(func(_, b gjson.Result) bool {
+			if b.Get("type").Str == "thinking" && b.Get("signature").Str == "" {
+				found = true
+			}
+			return !found
+		})
+		return !found
+	})
+	return found
 }

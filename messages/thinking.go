@@ -1,7 +1,6 @@
 package messages
 
 import (
-	"bytes"
 	"strconv"
 
 	"github.com/tidwall/gjson"
@@ -14,14 +13,33 @@ import (
 // and a signature is what lets a thinking block be sent back to it. A
 // client replaying such a block to a native target (Anthropic, Claude on
 // Bedrock or Vertex AI) would have the request refused for its invalid
-// signature, so StripUnsignedThinking takes those blocks out of a native
-// body first.
+// signature, so the gateway takes those blocks out of the body first
+// (translated targets drop every thinking block anyway). Whether there
+// are any is read from the parsed request (UnsignedThinking), never by
+// searching the body: that search would cost a large prompt tens of
+// microseconds on every native call.
 
-// unsignedMarks are how an empty signature appears in a client's body:
-// SDKs write JSON compactly; the spaced form is the common
-// pretty-printed one. A body with neither is passed untouched, at the
-// cost of two searches.
-var unsignedMarks = [...][]byte{[]byte(`"signature":""`), []byte(`"signature": ""`)}
+// UnsignedThinking reports whether an assistant turn of r carries a
+// thinking block without a signature, in a turn that has other blocks
+// (StripUnsignedThinking would remove it).
+func (r *Request) UnsignedThinking() bool {
+	for i := range r.Messages {
+		m := &r.Messages[i]
+		if m.Role != "assistant" {
+			continue
+		}
+		unsigned := 0
+		for j := range m.Content.Blocks {
+			if b := &m.Content.Blocks[j]; b.Type == "thinking" && b.Signature == "" {
+				unsigned++
+			}
+		}
+		if unsigned > 0 && unsigned < len(m.Content.Blocks) {
+			return true
+		}
+	}
+	return false
+}
 
 // StripUnsignedThinking returns body without the thinking blocks of
 // assistant turns whose signature is empty (or missing), so a
@@ -29,11 +47,9 @@ var unsignedMarks = [...][]byte{[]byte(`"signature":""`), []byte(`"signature": "
 // with a native one. A turn made of such blocks only is left as it is
 // (removing them all would leave it empty, which is refused as well).
 // body is returned unchanged, not copied, when there is nothing to strip
-// or it cannot be edited.
+// or it cannot be edited. It walks the whole body: call it when
+// UnsignedThinking says there is something to strip.
 func StripUnsignedThinking(body []byte) []byte {
-	if !bytes.Contains(body, unsignedMarks[0]) && !bytes.Contains(body, unsignedMarks[1]) {
-		return body
-	}
 	var paths []string
 	gjson.GetBytes(body, "messages").ForEach(func(i, m gjson.Result) bool {
 		content := m.Get("content")

@@ -7,8 +7,9 @@ import (
 )
 
 // Thinking blocks a translated target produced (empty signature) are
-// taken out of assistant turns before a native target sees them; signed
-// ones, redacted ones, user turns and bodies without any stay as sent.
+// taken out of assistant turns before any target sees them; signed ones,
+// redacted ones, user turns and bodies without any stay as sent, and the
+// parsed request tells which bodies need it.
 func TestStripUnsignedThinking(t *testing.T) {
 	cases := []struct{ name, in, want string }{
 		{"no thinking", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, ""},
@@ -40,6 +41,10 @@ func TestStripUnsignedThinking(t *testing.T) {
 			}
 			if !bytes.Equal(in, []byte(c.in)) {
 				t.Fatal("the input was modified")
+			}
+			// The parsed request says whether there is anything to strip.
+			if r, err := decode(in); err == nil && c.name != "not JSON" && r.UnsignedThinking() != (c.want != "") {
+				t.Fatalf("UnsignedThinking() = %v", r.UnsignedThinking())
 			}
 		})
 	}

@@ -10,7 +10,6 @@ import (
 	"net/http"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/oaiwire"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/messages"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
@@ -47,9 +46,7 @@ func (provider) Prepare(c *providers.Call, s *providers.Settings, u *providers.U
 		path, query, method = "/messages", "", http.MethodPost
 		u.Header.Set("Content-Type", "application/json")
 	case providers.OpMessages, providers.OpCountTokens:
-		// The client spoke the Messages API: its body goes as it is,
-		// less thinking blocks a translated target gave it unsigned.
-		body = messages.StripUnsignedThinking(body)
+		// The client spoke the Messages API: its body goes as it is.
 		path, query, method = c.Path, "", http.MethodPost
 		u.Header.Set("Content-Type", "application/json")
 	case providers.OpCompletions:

@@ -207,10 +207,8 @@ func readUsage(u *usage, r gjson.Result) {
 // Vertex AI), which names the model in the URL and the API version in
 // the body: model and the members in drop are removed, and
 // anthropic_version is set to version unless the client set one.
-// Thinking blocks a translated target gave the client unsigned are
-// removed (messages.StripUnsignedThinking).
 func CloudBody(body []byte, version string, drop ...string) ([]byte, error) {
-	out, err := sjson.DeleteBytes(messages.StripUnsignedThinking(body), "model")
+	out, err := sjson.DeleteBytes(body, "model")
 	for _, k := range drop {
 		if err == nil && gjson.GetBytes(out, k).Exists() {
 			out, err = sjson.DeleteBytes(out, k)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/oaiwire"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/messages"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers/anthropic"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers/gemini"
@@ -219,10 +218,9 @@ func (p *provider) SpeaksMessages(op providers.Operation, model string) bool {
 
 // countBody is the count-tokens body of a count_tokens call: the
 // client's, with the model's bare id (no "anthropic/" publisher) and
-// Vertex AI's anthropic_version unless the client set one, less unsigned
-// thinking blocks (messages.StripUnsignedThinking).
+// Vertex AI's anthropic_version unless the client set one.
 func countBody(body []byte, model string) ([]byte, error) {
-	out, err := sjson.SetBytes(messages.StripUnsignedThinking(body), "model", model)
+	out, err := sjson.SetBytes(body, "model", model)
 	if err == nil && !gjson.GetBytes(out, "anthropic_version").Exists() {
 		out, err = sjson.SetBytes(out, "anthropic_version", messagesVersion)
 	}
