@@ -289,3 +289,36 @@ func TestBudgetChargesSemanticCacheEmbeddings(t *testing.T) {
 		t.Errorf("spent %d micro-dollars; want the chat's %d plus the embeddings' %d, as the ledger's %d", got, chat, embedMicro, ledgerMicro)
 	}
 }
+
+// TestBudgetConcurrentWithoutRatelimit: the gateway's own admission is as
+// exact under concurrency as llm_ratelimit's: 40 concurrent requests of 4
+// micro-dollars against a 20 micro-dollar budget on a route without
+// llm_ratelimit: exactly five pass (none refused while budget was left),
+// the rest get the 412, and the spend is the budget.
+func TestBudgetConcurrentWithoutRatelimit(t *testing.T) {
+	up := newFakeOpenAI(t)
+	loadRL(t, rlSite{NoLimiter: true})
+	if status, m := api(t, gatewayKey, http.MethodPost, "/policies/usage-limits", tinyBudget); status != 200 {
+		t.Fatalf("create: %d %v", status, m)
+	}
+	const n = 40
+	codes := make([]int, n)
+	done := make(chan struct{})
+	for i := range n {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			resp, _ := rlChat(t, gatewayURL(), gatewayKey, up.URL, "")
+			codes[i] = resp.StatusCode
+		}()
+	}
+	for range n {
+		<-done
+	}
+	got := countStatuses(codes)
+	if got[200] != 5 || got[http.StatusPreconditionFailed] != n-5 {
+		t.Errorf("statuses %v, want 5 × 200 and %d × 412", got, n-5)
+	}
+	if spent := waitUsed(t, gatewayURL(), gatewayKey, 20); spent != 20 {
+		t.Errorf("spent %d micro-dollars of a 20 micro-dollar budget", spent)
+	}
+}
