@@ -51,7 +51,7 @@ const callerVar = "llm.caller"
 // did. A refusal is the client's answer: 412 for a spent budget.
 func (g *Gateway) admitBudget(r *http.Request, q *Request, f *flight) error {
 	ctx := r.Context()
-	caddyhttp.SetVar(ctx, callerVar, q)
+	caddyhttp.SetVar(ctx, callerVar, callerRef{q})
 	if _, done := app.BudgetAdmitted(ctx); done {
 		return nil
 	}
@@ -68,6 +68,14 @@ func (g *Gateway) admitBudget(r *http.Request, q *Request, f *flight) error {
 // callerOf returns the request on whose behalf a call with ctx is made,
 // or nil.
 func callerOf(ctx context.Context) *Request {
-	q, _ := caddyhttp.GetVar(ctx, callerVar).(*Request)
-	return q
+	c, _ := caddyhttp.GetVar(ctx, callerVar).(callerRef)
+	return c.q
 }
+
+// callerRef is the value of callerVar. A placeholder can print a request
+// variable ({http.vars.llm.caller} in a log format); this prints nothing
+// of the request, whose headers hold the caller's keys.
+type callerRef struct{ q *Request }
+
+// String implements fmt.Stringer.
+func (callerRef) String() string { return "" }
