@@ -2,6 +2,7 @@ package messages
 
 import (
 	"io"
+	"os"
 	"testing"
 )
 
@@ -56,6 +57,32 @@ func BenchmarkStreamWriter(b *testing.B) {
 		}
 		if err := s.Close(nil); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAssembleStream is the cache's cost of storing a native stream
+// (Anthropic's documented tool-use stream): paid once per stored answer.
+func BenchmarkAssembleStream(b *testing.B) {
+	sse, err := os.ReadFile("../providers/anthropic/testdata/stream_tools.sse")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, ok := AssembleStream(sse); !ok {
+			b.Fatal("not assembled")
+		}
+	}
+}
+
+// BenchmarkSynthesizeStream is a cache hit's cost of replaying a stored
+// answer as Anthropic's events.
+func BenchmarkSynthesizeStream(b *testing.B) {
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, ok := SynthesizeStream([]byte(streamToolsAnswer)); !ok {
+			b.Fatal("no stream form")
 		}
 	}
 }
