@@ -7,8 +7,8 @@ import (
 	"github.com/tidwall/sjson"
 )
 
-// A chat target's reasoning (DeepSeek's, vLLM's and Groq's
-// reasoning_content, OpenRouter's and Ollama's reasoning) becomes a
+// A chat target's reasoning (DeepSeek's and vLLM's reasoning_content,
+// Groq's, OpenRouter's and Ollama's reasoning) becomes a
 // thinking block with an empty signature: only Anthropic signs thinking,
 // and a signature is what lets a thinking block be sent back to it. A
 // client replaying such a block to a native target (Anthropic, Claude on

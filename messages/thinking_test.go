@@ -52,8 +52,8 @@ func TestStripUnsignedThinking(t *testing.T) {
 
 // Both names OpenAI-compatible servers give reasoning become a thinking
 // block with an empty signature, in answers and streams:
-// reasoning_content (DeepSeek, vLLM, Groq's parsed format) and reasoning
-// (OpenRouter, Ollama, Groq's newer field).
+// reasoning_content (DeepSeek, vLLM) and reasoning (Groq's parsed
+// format, OpenRouter, Ollama).
 func TestReasoningToThinking(t *testing.T) {
 	for _, field := range []string{"reasoning_content", "reasoning"} {
 		chat := `{"id":"c","model":"m","choices":[{"message":{"role":"assistant","` + field + `":"Think.","content":"Yes."},"finish_reason":"stop"}]}`
