@@ -21,6 +21,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	_ "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
+	"github.com/caddyserver/certmagic"
 
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway"
 )
@@ -46,6 +47,11 @@ func TestMain(m *testing.M) {
 	// this run, so no test sees records an earlier run left behind.
 	os.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
 	os.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
+	// caddy.DefaultStorage took its path from the environment when the
+	// package was initialised, before the lines above: without this the
+	// in-process Caddy kept files, batches and limits in the user's real
+	// data directory, where later runs found them.
+	caddy.DefaultStorage = &certmagic.FileStorage{Path: caddy.AppDataDir()}
 	code := m.Run()
 	_ = caddy.Stop()
 	os.RemoveAll(dir)
