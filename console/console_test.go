@@ -517,7 +517,7 @@ func TestKeySearchAndGrace(t *testing.T) {
 		code  int
 		ms    string
 	}{{"1440", 303, `"key_transition_period_ms":86400000`}, {"0", 303, `"key_transition_period_ms":0`},
-		{"43201", 400, ""}, {"-1", 400, ""}, {"", 400, ""}, {"1e3", 400, ""}} {
+		{"", 303, `"key_transition_period_ms":3600000`}, {"43201", 400, ""}, {"-1", 400, ""}, {"1e3", 400, ""}, {" 5", 400, ""}} {
 		t.Run("grace "+tc.grace, func(t *testing.T) {
 			before := f.writes()
 			w := serve(h, "POST", "/keys/rotate", url.Values{"csrf": {csrf}, "id": {"k1"}, "grace_minutes": {tc.grace}}, id)

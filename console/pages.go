@@ -253,7 +253,12 @@ func (h *Handler) keysAction(w http.ResponseWriter, r *http.Request, c *ctx, act
 		body = map[string]any{"name": name, "scopes": scopes}
 	case "rotate":
 		method, path = http.MethodPost, "/api-keys/"+url.PathEscape(id)+"/rotate"
-		grace, err := strconv.ParseInt(r.PostFormValue("grace_minutes"), 10, 64)
+		// Without a grace, the API's default (an hour); a grace given
+		// must be within the API's bound.
+		g, grace, err := r.PostFormValue("grace_minutes"), int64(60), error(nil)
+		if g != "" {
+			grace, err = strconv.ParseInt(g, 10, 64)
+		}
 		if err != nil || grace < 0 || grace > maxGraceMinutes {
 			h.fail(w, r, c, http.StatusBadRequest, fmt.Sprintf("the grace period is a number of minutes from 0 to %d (30 days)", maxGraceMinutes))
 			return

@@ -171,3 +171,76 @@ func TestConsoleLogFilters(t *testing.T) {
 		})
 	}
 }
+
+// TestConsoleKeySearchAPI: GET /v1/api-keys?search= finds keys by part of
+// the name in any case or by id prefix, within the caller's reach and
+// with the Caddyfile's keys; status narrows it; a search beyond the
+// bound or an unknown status is a 400. The virtual keys list searches
+// the same way.
+func TestConsoleKeySearchAPI(t *testing.T) {
+	up := newFakeOpenAI(t)
+	consoleSite(t, up.URL)
+	type created struct {
+		ID  string `json:"id"`
+		Key string `json:"key"`
+	}
+	var one, two, beta, lister created
+	as(t, keysAdminKey, "POST", "/api-keys/workspace/service", `{"name":"Alpha-One","scopes":["completions.write"]}`, 200, &one)
+	as(t, keysAdminKey, "POST", "/api-keys/workspace/service", `{"name":"alpha-two","workspace_id":"`+keysOtherWS+`","scopes":["completions.write"]}`, 200, &two)
+	as(t, keysAdminKey, "POST", "/api-keys/workspace/service", `{"name":"beta","scopes":["completions.write"]}`, 200, &beta)
+	as(t, keysAdminKey, "POST", "/api-keys/workspace/service", `{"name":"lister","scopes":["api_keys.list"]}`, 200, &lister)
+	as(t, keysAdminKey, "DELETE", "/api-keys/"+two.ID, "", 200, nil)
+	type list struct {
+		Total int `json:"total"`
+		Data  []struct {
+			Name   string `json:"name"`
+			Source string `json:"source"`
+		} `json:"data"`
+	}
+	for _, tc := range []struct {
+		name, key, query string
+		want             []string
+	}{
+		{"name in any case", keysAdminKey, "search=ALPHA", []string{"Alpha-One", "alpha-two"}},
+		{"and a workspace", keysAdminKey, "search=alpha&workspace_id=" + keysOtherWS, []string{"alpha-two"}},
+		{"id prefix", keysAdminKey, "search=" + beta.ID[:23], []string{"beta"}},
+		{"status", keysAdminKey, "search=alpha&status=revoked", []string{"alpha-two"}},
+		{"a Caddyfile key", keysAdminKey, "search=admi", []string{"admin"}},
+		{"cursor paging", keysAdminKey, "search=a&status=active&page_size=1&after=" + one.ID, []string{"beta"}},
+		{"a workspace key's reach", lister.Key, "search=alpha", []string{"Alpha-One"}},
+		{"no match", keysAdminKey, "search=" + url.QueryEscape("zz top"), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got list
+			as(t, tc.key, "GET", "/api-keys?"+tc.query, "", 200, &got)
+			var names []string
+			for _, d := range got.Data {
+				names = append(names, d.Name)
+			}
+			if strings.Join(names, ",") != strings.Join(tc.want, ",") {
+				t.Fatalf("found %v (total %d), want %v", names, got.Total, tc.want)
+			}
+		})
+	}
+	var all list
+	as(t, keysAdminKey, "GET", "/api-keys?search=a&status=active&page_size=1", "", 200, &all)
+	if all.Total < 3 || len(all.Data) != 1 {
+		t.Fatalf("total %d over a page of %d", all.Total, len(all.Data))
+	}
+	for _, q := range []string{"search=" + strings.Repeat("x", 129), "status=gone"} {
+		raw := as(t, keysAdminKey, "GET", "/api-keys?"+q, "", 400, nil)
+		if !strings.Contains(string(raw), "invalid") && !strings.Contains(string(raw), "must") {
+			t.Fatalf("%s: %s", q, raw)
+		}
+	}
+	var vks list
+	as(t, keysAdminKey, "GET", "/virtual-keys?search=FAK", "", 200, &vks)
+	if vks.Total != 1 || vks.Data[0].Name != "fake" {
+		t.Fatalf("virtual keys searched: %+v", vks)
+	}
+	as(t, keysAdminKey, "GET", "/virtual-keys?search=nothing-like-it", "", 200, &vks)
+	if vks.Total != 0 {
+		t.Fatalf("virtual keys without a match: %+v", vks)
+	}
+	as(t, keysAdminKey, "GET", "/virtual-keys?search="+strings.Repeat("x", 129), "", 400, nil)
+}

@@ -228,9 +228,29 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("chat with the new key: %d", resp.StatusCode)
 	}
 
-	// Edit: narrow its models and give it a spending limit.
+	// Search: the server finds it by part of its name, any case, and by
+	// its id's prefix; a search for what no key has shows none.
 	row := `tr[data-key="browser-key"]`
-	b.run(t, "editing the key", chromedp.Click(chromedp.CSS(row+" a.edit")), chromedp.WaitVisible(chromedp.CSS("#edit-key")),
+	b.run(t, "searching keys", chromedp.SendKeys(chromedp.CSS("#search-text"), "BROWSER-k"), chromedp.Submit(chromedp.CSS("#search")),
+		chromedp.WaitVisible(chromedp.CSS("#clear")), chromedp.WaitVisible(chromedp.CSS(row)))
+	if got := b.text(t, "p.count"); got != "1 keys match" {
+		t.Fatalf("a name search: %q", got)
+	}
+	href, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](fmt.Sprintf("document.querySelector(%q).getAttribute('href')", row+" a.edit")))
+	if err != nil || !strings.Contains(href, "id=") {
+		t.Fatalf("the key's edit link %q: %v", href, err)
+	}
+	keyID := href[strings.Index(href, "id=")+3:]
+	b.run(t, "searching by id", chromedp.Navigate(base+"/keys?search="+keyID[:20]), chromedp.WaitVisible(chromedp.CSS(row)))
+	b.run(t, "searching for nothing", chromedp.SetValue(chromedp.CSS("#search-text"), "no-such-key"), chromedp.Submit(chromedp.CSS("#search")),
+		chromedp.WaitNotPresent(chromedp.CSS(row)), chromedp.WaitVisible(chromedp.CSS("#clear")))
+	if got := b.text(t, "p.count"); got != "0 keys match" || b.has(t, row) {
+		t.Fatalf("a search without a match: %q", got)
+	}
+	b.clean(t, "key search")
+
+	// Edit: narrow its models and give it a spending limit.
+	b.run(t, "editing the key", chromedp.Navigate(base+"/keys"), chromedp.WaitVisible(chromedp.CSS(row)), chromedp.Click(chromedp.CSS(row+" a.edit")), chromedp.WaitVisible(chromedp.CSS("#edit-key")),
 		chromedp.SetValue(chromedp.CSS("#allowed_models"), "gpt-4o*"), chromedp.SetValue(chromedp.CSS("#credit_limit"), "5"),
 		chromedp.Submit(chromedp.CSS("#edit-key")), chromedp.WaitVisible(chromedp.CSS("#flash")))
 	if got := b.value(t, "#allowed_models"); got != "gpt-4o*" {
@@ -249,14 +269,33 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("an allowed model: %d", resp.StatusCode)
 	}
 
-	// Rotate: a new secret, shown once.
+	// Rotate with no grace: a new secret, shown once, and the old one
+	// refused at once (the default grace, an hour, would keep it).
 	b.run(t, "back to the keys", chromedp.Navigate(base+"/keys"), chromedp.WaitVisible(chromedp.CSS("#keys")))
-	b.run(t, "rotating", chromedp.Click(chromedp.CSS(row+" button.rotate")), chromedp.WaitVisible(chromedp.CSS("#secret-value")))
+	b.run(t, "rotating", chromedp.SetValue(chromedp.CSS(row+" input.grace"), "0"), chromedp.Click(chromedp.CSS(row+" button.rotate")),
+		chromedp.WaitVisible(chromedp.CSS("#secret-value")))
 	rotated := b.text(t, "#secret-value")
 	if rotated == secret || !strings.HasPrefix(rotated, "gw-") {
 		t.Fatalf("rotated secret %q", rotated)
 	}
 	b.clean(t, "rotation")
+	if resp, _ := do(t, "POST", "/chat/completions", chat, "x-gateway-api-key", secret, "x-gateway-virtual-key", "fake"); resp.StatusCode != 401 {
+		t.Fatalf("the old key after a rotation without grace: %d", resp.StatusCode)
+	}
+	if resp, _ := do(t, "POST", "/chat/completions", chat, "x-gateway-api-key", rotated, "x-gateway-virtual-key", "fake"); resp.StatusCode != 200 {
+		t.Fatalf("the rotated key: %d", resp.StatusCode)
+	}
+	// A grace beyond the API's bound (30 days) is refused.
+	b.run(t, "back to the keys", chromedp.Navigate(base+"/keys"), chromedp.WaitVisible(chromedp.CSS("#keys")))
+	b.run(t, "rotating too long", chromedp.SetAttributeValue(chromedp.CSS(row+" input.grace"), "max", "99999"),
+		chromedp.SetValue(chromedp.CSS(row+" input.grace"), "43201"), chromedp.Click(chromedp.CSS(row+" button.rotate")),
+		chromedp.WaitVisible(chromedp.CSS("#error")))
+	if got := b.text(t, "#error"); !strings.Contains(got, "43200") {
+		t.Fatalf("a grace of 43201 minutes: %q", got)
+	}
+	b.forget("the server responded with a status of 400")
+	b.clean(t, "a refused grace")
+	b.run(t, "back to the keys", chromedp.Navigate(base+"/keys"), chromedp.WaitVisible(chromedp.CSS(row)))
 
 	// Revoke (the page asks to confirm): the next request is refused.
 	b.run(t, "revoking", chromedp.Click(chromedp.CSS(row+" button.revoke")), chromedp.WaitVisible(chromedp.CSS("#flash")))
@@ -293,6 +332,20 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(brow+" button.rotate")), chromedp.WaitVisible(chromedp.CSS("#flash")))
 	if got := b.text(t, brow+" td.limit"); got != "25" {
 		t.Fatalf("edited budget's limit %q", got)
+	}
+	// Rate limits: create one for every key (far above this test's
+	// traffic), then change its value.
+	b.run(t, "creating a rate limit", chromedp.SendKeys(chromedp.CSS("#rname"), "per key"), chromedp.SendKeys(chromedp.CSS("#rvalue"), "1000"),
+		chromedp.Submit(chromedp.CSS("#create-rate")), chromedp.WaitVisible(chromedp.CSS("#flash")))
+	rrow := `tr[data-rate="per key"]`
+	if got := b.text(t, rrow+" td.limit"); got != "1000" {
+		t.Fatalf("new rate limit %q", got)
+	}
+	b.run(t, "editing the rate limit", chromedp.Navigate(base+"/budgets"), chromedp.WaitVisible(chromedp.CSS("#rates")),
+		chromedp.SetValue(chromedp.CSS(rrow+" input[name=value]"), "2000"), chromedp.Click(chromedp.CSS(rrow+" button.rotate")),
+		chromedp.WaitVisible(chromedp.CSS("#flash")))
+	if got := b.text(t, rrow+" td.limit"); got != "2000" {
+		t.Fatalf("edited rate limit %q", got)
 	}
 	b.shot(t, "budgets")
 	b.clean(t, "budgets")

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -71,6 +72,26 @@ func BenchmarkConsoleScale(b *testing.B) {
 		pg{"keys-search-status", "/keys?status=disabled", fmt.Sprintf("%d keys match", (nKeys+99)/100)},
 		pg{"logs", "/logs", "svc-"},
 		pg{"logs-key", "/logs?key=svc-0000007", "svc-0000007"})
+	// A workspace key's logs: the ledger filters on its workspace and its
+	// organisation.
+	var ws struct {
+		Key string `json:"key"`
+	}
+	if resp, raw := do(b, "POST", "/api-keys/workspace/service", []byte(`{"name":"ws-reader","scopes":["logs.view","api_keys.list"]}`), "x-gateway-api-key", keysAdminKey); resp.StatusCode != 200 || json.Unmarshal(raw, &ws) != nil {
+		b.Fatalf("creating a workspace key: %d %s", resp.StatusCode, raw)
+	}
+	wc := newConsoleClient(b)
+	wc.signIn(ws.Key)
+	b.Run("logs-workspace-key", func(b *testing.B) {
+		for b.Loop() {
+			if code, body := wc.send("GET", "/logs", nil); code != http.StatusOK || !strings.Contains(body, "svc-") {
+				b.Fatalf("a workspace key's logs: %d", code)
+			}
+		}
+	})
+	// The logs API's two queries, timed apart on the same file: the
+	// count of every matching record is what takes the time.
+	sqlQueries(b, ledgerPath)
 	// What an index on the key would give the key's logs: the ledger's
 	// schema has none (its indexes lead with the workspace or the
 	// organisation, then the time), so the count of a key's records reads
@@ -79,6 +100,31 @@ func BenchmarkConsoleScale(b *testing.B) {
 	addKeyIndex(b, ledgerPath)
 	b.Logf("index on (organisation_id, api_key, ts) built in %v", time.Since(start).Round(time.Millisecond))
 	pages(pg{"logs-key-indexed", "/logs?key=svc-0000007", "svc-0000007"})
+}
+
+// sqlQueries times the logs API's queries for the organisation straight
+// on the SQLite file: the count, the page of 50, and a count that stops
+// at 10,001 (what a bounded total would cost).
+func sqlQueries(b *testing.B, path string) {
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(30000)&mode=ro")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []struct{ name, sql string }{
+		{"sql-count", "SELECT COUNT(*) FROM llm_ledger WHERE organisation_id = ?"},
+		{"sql-page", "SELECT COUNT(*) FROM (SELECT id FROM llm_ledger WHERE organisation_id = ? ORDER BY ts DESC, id DESC LIMIT 50)"},
+		{"sql-count-capped", "SELECT COUNT(*) FROM (SELECT 1 FROM llm_ledger WHERE organisation_id = ? LIMIT 10001)"},
+	} {
+		b.Run(q.name, func(b *testing.B) {
+			for b.Loop() {
+				var n int
+				if err := db.QueryRow(q.sql, keysOrg).Scan(&n); err != nil || n == 0 {
+					b.Fatalf("%s: %d %v", q.sql, n, err)
+				}
+			}
+		})
+	}
 }
 
 // addKeyIndex adds the index BenchmarkConsoleScale's last page is
