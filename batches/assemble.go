@@ -274,6 +274,9 @@ func hasCode(errs []LineError, code string) bool {
 // terminal status that storage lacks. false when the engine stopped
 // first.
 func (e *Engine) publish(j *job, change func(*Batch)) bool {
+	if !e.owns(j) {
+		return false
+	}
 	j.wmu.Lock()
 	defer j.wmu.Unlock()
 	e.mu.Lock()

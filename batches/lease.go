@@ -148,6 +148,51 @@ func (e *Engine) watch(j *job, l Leaser, done <-chan struct{}) {
 	}
 }
 
+// owns reports whether this instance may still write j's results and
+// record, and marks j lost when it may not. The watcher notices a lost
+// lease only at its next tick, and an instance that was frozen longer
+// than the lease (a long pause, a partition) wakes with writes under way:
+// without this check it would overwrite the record of the instance that
+// took the batch over, or of the batch that instance finished (and
+// released). The stored record says who runs the batch: ended, or adopted
+// by another instance that holds the lease, it is not this one's any
+// more. A store error answers true: the write that follows fails or is
+// retried as any write is.
+func (e *Engine) owns(j *job) bool {
+	l := e.leaser()
+	if l == nil {
+		return true
+	}
+	e.mu.Lock()
+	ws, id, lost := j.rec.Caller.WorkspaceID, j.rec.Batch.ID, j.lost
+	e.mu.Unlock()
+	if lost {
+		return false
+	}
+	ctx, cancel := ioCtx()
+	defer cancel()
+	stored, err := e.loadKey(ctx, e.key(ws, id))
+	if err != nil {
+		return true
+	}
+	if !Terminal(stored.Batch.Status) {
+		if stored.Instance == e.cfg.Instance {
+			return true
+		}
+		// Not yet recorded as this instance's (an adopted batch before
+		// its first write): the lease decides.
+		if ok, err := l.Claim(ctx, e.leaseKey(ws, id), e.cfg.Instance, e.leaseLen()); err != nil || ok {
+			return true
+		}
+	}
+	e.cfg.Logger.Warn("batch: another instance ran the batch meanwhile; this one writes nothing more", zap.String("batch_id", id))
+	e.mu.Lock()
+	j.lost = true
+	j.halt()
+	e.mu.Unlock()
+	return false
+}
+
 // cancelJob moves a job running here to cancelling (once).
 func (e *Engine) cancelJob(j *job, at int64) {
 	e.mu.Lock()

@@ -242,6 +242,14 @@ func (e *Engine) dispatch(j *job, in *input, st *progress, caller Caller, header
 			reason = reasonHalted
 			return false
 		}
+		// Lines finished meanwhile are recorded before another starts:
+		// an instance that lost the batch (owns) learns it here, before
+		// it starts a line the new owner runs too.
+		if res.len() >= e.cfg.CheckpointEvery && !e.checkpoint(j, res, st) {
+			e.release(sem)
+			reason = reasonStopped
+			return false
+		}
 		st.setDispatched(ln.CustomID, true)
 		wg.Add(1)
 		go func(ln inputLine) {
@@ -269,10 +277,6 @@ func (e *Engine) dispatch(j *job, in *input, st *progress, caller Caller, header
 			}
 			e.mu.Unlock()
 		}(ln)
-		if res.len() >= e.cfg.CheckpointEvery && !e.checkpoint(j, res, st) {
-			reason = reasonStopped
-			return false
-		}
 		return true
 	})
 	wg.Wait()
@@ -328,10 +332,7 @@ func (e *Engine) release(sem chan struct{}) {
 // means the engine stopped first (the lines not written run again at
 // the resume).
 func (e *Engine) checkpoint(j *job, res *results, st *progress) bool {
-	e.mu.Lock()
-	lost := j.lost
-	e.mu.Unlock()
-	if lost {
+	if !e.owns(j) {
 		return false
 	}
 	out, errs := res.take()
@@ -364,7 +365,7 @@ func (e *Engine) checkpoint(j *job, res *results, st *progress) bool {
 		}
 	}
 	if e.leaser() != nil {
-		return e.persist(j) // the lease watcher picks up cancels
+		return e.store(j) // the lease watcher picks up cancels; owns was asked above
 	}
 	ctx, cancel := ioCtx()
 	stored, err := e.loadKey(ctx, e.key(ws, id))
@@ -387,8 +388,17 @@ func (e *Engine) persistIfLive(j *job) bool { return e.persist(j) }
 
 // persist saves a snapshot of the record, taken under the lock and
 // written without it, retrying through a store outage; false when the
-// engine stopped first.
+// engine stopped first or the batch is not this instance's any more
+// (owns).
 func (e *Engine) persist(j *job) bool {
+	if !e.owns(j) {
+		return false
+	}
+	return e.store(j)
+}
+
+// store is persist without asking owns, for a caller that just did.
+func (e *Engine) store(j *job) bool {
 	j.wmu.Lock()
 	defer j.wmu.Unlock()
 	e.mu.Lock()
