@@ -21,7 +21,8 @@ import (
 // TestClusterBatchOwnerKilled runs a 200-line managed batch on a gateway
 // binary (A) sharing one Redis with this process's Caddy (B, another
 // instance id, as a replacement pod has), kills A with SIGKILL mid-run,
-// and sees B take the batch over once A's lease lapses and finish it:
+// and sees B take the batch over once A's lease (batches { lease 2s })
+// lapses and finish it:
 // every custom_id exactly once in the output, and no more lines sent to
 // the provider twice than A had in flight (8).
 func TestClusterBatchOwnerKilled(t *testing.T) {
@@ -55,7 +56,8 @@ func TestClusterBatchOwnerKilled(t *testing.T) {
 		writeJSON(w, 200, []byte(`{"id":"c","object":"chat.completion","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`))
 		return true
 	}
-	llm := redisBlock(false) + fmt.Sprintf("\n\t\tvirtual_key vk-batch {\n\t\t\tprovider openai\n\t\t\tapi_key sk-test-provider\n\t\t\tcustom_host %s\n\t\t}", up.URL)
+	llm := redisBlock(false) + fmt.Sprintf("\n\t\tvirtual_key vk-batch {\n\t\t\tprovider openai\n\t\t\tapi_key sk-test-provider\n\t\t\tcustom_host %s\n\t\t}", up.URL) +
+		"\n\t\tbatches {\n\t\t\tlease 2s\n\t\t}"
 
 	portA := freePort()
 	dir := t.TempDir()
@@ -131,7 +133,7 @@ func TestClusterBatchOwnerKilled(t *testing.T) {
 	}
 	distinct := len(calls)
 	mu.Unlock()
-	t.Logf("A killed mid-batch; B finished it %v later (lease 10 s); %d lines sent twice, %d custom_ids in the output",
+	t.Logf("A killed mid-batch; B finished it %v later (lease 2 s); %d lines sent twice, %d custom_ids in the output",
 		took.Round(100*time.Millisecond), twice, len(seen))
 	if len(seen) != 200 || got.RequestCounts.Completed != 200 || distinct != 200 {
 		t.Fatalf("output has %d custom_ids, counts %+v, provider saw %d lines", len(seen), got.RequestCounts, distinct)
