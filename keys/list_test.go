@@ -6,6 +6,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/kvstore"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/redistest"
 )
 
 // TestSearchAPIKeys: search matches a name's substring whatever its case,
@@ -125,5 +129,52 @@ func TestImportAPIKeys(t *testing.T) {
 	check(again)
 	if err := s.ImportAPIKeys(ctx, recs[:1], 1); err == nil {
 		t.Fatal("importing an existing id succeeded")
+	}
+}
+
+// TestImportPropagates: another instance on the same Redis serves the
+// imported keys after the one announcement (its poll is too slow to be
+// what delivers them within the wait).
+func TestImportPropagates(t *testing.T) {
+	c := redistest.Client(t, propagationDB)
+	prefix := fmt.Sprintf("import-test-%d/keys", time.Now().UnixNano())
+	t.Cleanup(func() {
+		ctx := context.Background()
+		for it := c.Scan(ctx, 0, strings.SplitN(prefix, "/", 2)[0]+"*", 100).Iterator(); it.Next(ctx); {
+			c.Del(ctx, it.Val())
+		}
+	})
+	mk := func() *Store {
+		h, _ := NewHasher(testSecret)
+		opts := Options{KV: kvstore.NewRedis(c, 0), Redis: c, Prefix: prefix, Hasher: h, Poll: time.Minute}
+		s, err := New(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Init(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		s.Start()
+		t.Cleanup(s.Stop)
+		return s
+	}
+	a, b := mk(), mk()
+	// b has applied a's counter: without the announcement it would not
+	// look again for a minute.
+	if _, err := a.CreateAPIKey(context.Background(), &APIKey{Name: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	var recs []*APIKey
+	var last string
+	for i := 0; i < 5; i++ {
+		last = NewKey()
+		recs = append(recs, &APIKey{ID: NewID(), Name: fmt.Sprint("bulk-", i), Digest: a.Hasher().Sum(last).String()})
+	}
+	if err := a.ImportAPIKeys(context.Background(), recs, 2); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, b, last, Valid)
+	if _, n, _ := b.SearchAPIKeys(KeyFilter{Search: "bulk-"}, "", 0, 10); n != 5 {
+		t.Fatalf("the other instance lists %d imported keys", n)
 	}
 }
