@@ -49,6 +49,8 @@ type responder struct {
 	cost string
 	// shape, when set, writes errors in the client's API's shape.
 	shape ErrorShaper
+	// text counts the generated text a stream delivered (sse.go).
+	text deliveredText
 }
 
 // ErrorShaper writes the errors of an API whose clients read another
@@ -153,6 +155,7 @@ func (o *responder) Header() http.Header { return o.w.Header() }
 func (o *responder) WriteHeader(int) {}
 
 func (o *responder) Write(p []byte) (int, error) {
+	o.text.add(p)
 	if o.stream != nil {
 		return o.stream.Write(p)
 	}

@@ -142,7 +142,7 @@ func (g *Gateway) route(r *http.Request, q *Request, f *flight) error {
 			return err
 		}
 	}
-	f.out.adapter, f.out.ctx = q.adapter, r.Context()
+	f.out.adapter, f.out.ctx, f.out.text.on = q.adapter, r.Context(), q.Call.Stream
 	if err := g.plan(r, q); err != nil {
 		return err
 	}
@@ -167,6 +167,7 @@ func (g *Gateway) run(r *http.Request, q *Request, f *flight) error {
 	rr, err := g.router.Run(r.Context(), q.Plan, rq, steps(q, ex, g.cache, gs))
 	f.steps = rr.Steps
 	f.res, f.status, f.done = resultOf(rr.Outcome), rr.Status, rr.Committed
+	f.estimateBrokenStream()
 	f.price(g.app.Prices())
 	if err != nil {
 		return err

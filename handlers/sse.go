@@ -3,9 +3,11 @@ package handlers
 import (
 	"bytes"
 	"io"
+	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/sse"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
@@ -220,4 +222,113 @@ func usageFromJSON(u gjson.Result) *providers.Usage {
 		us.TotalTokens = us.PromptTokens + us.CompletionTokens
 	}
 	return us
+}
+
+// deliveredText counts the characters of generated text a streamed answer
+// delivered to the client, so a stream that ends before the provider
+// reports its usage (the client cancelled, the provider broke off) is
+// charged an estimate of what it produced rather than its whole
+// reservation (estimateBrokenStream). It is on only for streamed calls.
+type deliveredText struct {
+	on bool
+	n  int64
+}
+
+// add counts the text in p, bytes on their way to the client.
+func (s *deliveredText) add(p []byte) {
+	if s.on {
+		s.n += textChars(p)
+	}
+}
+
+// textKeys are the members whose string values are generated text in
+// the stream formats the gateway sends: chat deltas ("content",
+// "reasoning_content", "refusal", tool call "arguments"), the Responses
+// API's delta events ("delta") and Anthropic's ("text", "thinking",
+// "partial_json").
+var textKeys = [...]string{"content", "reasoning_content", "refusal", "arguments", "delta", "text", "thinking", "partial_json"}
+
+// textChars returns the characters (runes, escapes as written) of the
+// string values of textKeys members in p, in compact JSON (name, colon,
+// value without spaces, as every provider streams). A value cut off at
+// the end of p is counted up to there; JSON outside event data is never
+// a text member's value, so the whole write can be scanned as it is.
+func textChars(p []byte) int64 {
+	var n int64
+	for {
+		i := bytes.IndexByte(p, ':')
+		if i < 0 {
+			return n
+		}
+		if i == 0 || i+1 >= len(p) || p[i-1] != '"' || p[i+1] != '"' {
+			p = p[i+1:]
+			continue
+		}
+		k := bytes.LastIndexByte(p[:i-1], '"')
+		key := p[k+1 : i-1]
+		p = p[i+2:]
+		if !isTextKey(key) {
+			continue
+		}
+		end := stringEnd(p)
+		n += int64(utf8.RuneCount(p[:end]))
+		p = p[end:]
+	}
+}
+
+// isTextKey reports whether key is one of textKeys, by its length first:
+// most members of a chunk are none of them.
+func isTextKey(key []byte) bool {
+	switch len(key) {
+	case 4, 5, 7, 8, 9, 12, 17:
+	default:
+		return false
+	}
+	for _, k := range textKeys {
+		if string(key) == k {
+			return true
+		}
+	}
+	return false
+}
+
+// stringEnd returns the index of the quote that ends the JSON string
+// whose contents start p, or len(p) when p ends first.
+func stringEnd(p []byte) int {
+	for i := 0; i < len(p); i++ {
+		switch p[i] {
+		case '\\':
+			i++
+		case '"':
+			return i
+		}
+	}
+	return len(p)
+}
+
+// bytesPerToken is the divisor of the estimates of a broken stream: four
+// characters per token, the usual rule for English with BPE tokenizers
+// and the one the rate limiter reserves prompts by.
+const bytesPerToken = 4
+
+// estimateBrokenStream gives a streamed answer that ended before its
+// usage arrived (res.err says why: the client went away, the provider
+// broke off, the stream could not be translated) an estimated usage, so
+// it is priced, recorded and settled as what it used rather than with
+// its whole reservation: the prompt as the rate limiter estimates it for
+// its reservation, ceil(request body bytes / 4), and the output as
+// ceil(characters of generated text delivered / 4). The entry is marked
+// UsageEstimated (the ledger record's "estimated"). A stream that
+// completed without usage keeps the reservation as its charge, as does a
+// cache hit (charged nothing) and a failure before the answer started.
+func (f *flight) estimateBrokenStream() {
+	res, q := f.res, f.q
+	if res == nil || q == nil || !q.Call.Stream || res.usage != nil || res.err == "" || !f.done ||
+		f.status < 200 || f.status > 299 || cache.IsHit(res.label) {
+		return
+	}
+	prompt := (int64(len(q.Call.Body)) + bytesPerToken - 1) / bytesPerToken
+	out := (f.out.text.n + bytesPerToken - 1) / bytesPerToken
+	res.usage = &providers.Usage{PromptTokens: prompt, CompletionTokens: out, TotalTokens: prompt + out}
+	f.entry.UsageEstimated = true
 }
