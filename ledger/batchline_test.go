@@ -91,3 +91,49 @@ func TestDuplicateChargeIsNotRecorded(t *testing.T) {
 		t.Error("a duplicate run is recordable")
 	}
 }
+
+// TestMigrateToBatchLines: a ledger written before migration 3 keeps its
+// records when a newer gateway adds the batch line columns and key.
+func TestMigrateToBatchLines(t *testing.T) {
+	all := migrations
+	t.Cleanup(func() { migrations = all })
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			dsn := st.dsn(t)
+			migrations = all[:2]
+			old, err := Open(context.Background(), dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A record as the gateway of migration 2 wrote it.
+			_, err = old.db.Exec(old.d.bind(`INSERT INTO llm_ledger (ts, trace_id, api_key, workspace_id, organisation_id,
+				virtual_key, config_id, provider, model, operation, status, stream, input_tokens, output_tokens, cached_tokens,
+				cache_write_tokens, reasoning_tokens, cost_nano_usd, latency_us, ttft_us, cache_state, retries, metadata)
+				VALUES (?, 't', 'k', 'ws', 'org', '', '', 'openai', 'm', 'chat.completions', 200, 0, 1, 1, 0, 0, 0, 5, 1, NULL, '', 0, '{}')`),
+				t0.UnixMicro())
+			if err != nil {
+				t.Fatal(err)
+			}
+			old.Close()
+			migrations = all
+			db := openTest(t, dsn)
+			r := line0()
+			if err := db.Insert(context.Background(), []Record{r, r}); err != nil {
+				t.Fatal(err)
+			}
+			got, total, err := db.Logs(context.Background(), &Filter{Workspace: "ws"}, 10, 0)
+			if err != nil || total != 2 {
+				t.Fatalf("%d records after the migration (%v), want the old one and one line", total, err)
+			}
+			if got[1].BatchID != "" || got[1].Estimated || got[1].CostNanoUSD != 5 || got[0].CustomID != "req-0" {
+				t.Errorf("records after the migration: %+v", got)
+			}
+		})
+	}
+}
+
+func line0() Record {
+	r := rec("ws", time.Second, "m", 200, 9)
+	r.BatchID, r.CustomID = "batch_gw_2", "req-0"
+	return r
+}
