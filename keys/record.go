@@ -174,6 +174,9 @@ var Scopes = []string{
 	"virtual_keys.create", "virtual_keys.read", "virtual_keys.list", "virtual_keys.update", "virtual_keys.delete",
 	"configs.create", "configs.read", "configs.list", "configs.update", "configs.delete",
 	"audit_logs.read", "audit_logs.list", "logs.view", "completions.write",
+	"rate_limits.create", "rate_limits.read", "rate_limits.list", "rate_limits.update", "rate_limits.delete",
+	"usage_limits.create", "usage_limits.read", "usage_limits.list", "usage_limits.update", "usage_limits.delete",
+	"prompts.create", "prompts.read", "prompts.list", "prompts.update", "prompts.delete", "prompts.publish", "prompts.render",
 	"*",
 }
 

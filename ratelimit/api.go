@@ -34,12 +34,26 @@ const (
 	maxListLimit     = 100
 )
 
+// Scopes of the rate-limit policy API, named resource.action as the keys
+// and usage-limits APIs name theirs ("rate_limits.*" grants them all,
+// rate_limits.read also rate_limits.list). A Caddyfile key without
+// scopes holds them all, in its own workspace; a key made for calling
+// models only (completions.write) cannot loosen or tighten its
+// workspace's limits.
+const (
+	ScopeCreate = "rate_limits.create"
+	ScopeRead   = "rate_limits.read"
+	ScopeList   = "rate_limits.list"
+	ScopeUpdate = "rate_limits.update"
+	ScopeDelete = "rate_limits.delete"
+)
+
 func init() {
-	controlplane.Handle("POST "+apiCollection, apiOwned, createPolicy)
-	controlplane.Handle("GET "+apiCollection, apiOwned, listPolicies)
-	controlplane.Handle("GET "+apiItem, apiOwned, getPolicy)
-	controlplane.Handle("PUT "+apiItem, apiOwned, updatePolicy)
-	controlplane.Handle("DELETE "+apiItem, apiOwned, archivePolicy)
+	controlplane.Handle("POST "+apiCollection, apiOwned, controlplane.RequireScope(ScopeCreate, createPolicy))
+	controlplane.Handle("GET "+apiCollection, apiOwned, controlplane.RequireScope(ScopeList, listPolicies))
+	controlplane.Handle("GET "+apiItem, apiOwned, controlplane.RequireScope(ScopeRead, getPolicy))
+	controlplane.Handle("PUT "+apiItem, apiOwned, controlplane.RequireScope(ScopeUpdate, updatePolicy))
+	controlplane.Handle("DELETE "+apiItem, apiOwned, controlplane.RequireScope(ScopeDelete, archivePolicy))
 }
 
 // createdResponse is the spec's answer to a create.

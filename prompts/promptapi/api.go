@@ -29,20 +29,39 @@ const owned = "/v1/prompts/"
 // path values unset; dispatching once more through this mux sets them.
 var routes = http.NewServeMux()
 
+// Scopes of the prompt API, named resource.action as the other
+// management APIs name theirs ("prompts.*" grants them all, prompts.read
+// also prompts.list). Publishing a version (makeDefault) changes what
+// every caller of the prompt gets, so it has a scope of its own. Prompt
+// completions are inference and need none.
+const (
+	ScopeCreate  = "prompts.create"
+	ScopeRead    = "prompts.read"
+	ScopeList    = "prompts.list"
+	ScopeUpdate  = "prompts.update"
+	ScopeDelete  = "prompts.delete"
+	ScopePublish = "prompts.publish"
+	ScopeRender  = "prompts.render"
+)
+
 func init() {
-	for pattern, fn := range map[string]func(*call) (any, error){
-		"POST /v1/prompts":                        create,
-		"GET /v1/prompts":                         list,
-		"GET /v1/prompts/{id}":                    retrieve,
-		"PUT /v1/prompts/{id}":                    update,
-		"DELETE /v1/prompts/{id}":                 remove,
-		"PUT /v1/prompts/{id}/makeDefault":        publish,
-		"GET /v1/prompts/{id}/versions":           listVersions,
-		"GET /v1/prompts/{id}/versions/{version}": retrieveVersion,
-		"PUT /v1/prompts/{id}/versions/{version}": updateVersion,
-		"POST /v1/prompts/{id}/render":            render,
+	type route struct {
+		scope string
+		fn    func(*call) (any, error)
+	}
+	for pattern, rt := range map[string]route{
+		"POST /v1/prompts":                        {ScopeCreate, create},
+		"GET /v1/prompts":                         {ScopeList, list},
+		"GET /v1/prompts/{id}":                    {ScopeRead, retrieve},
+		"PUT /v1/prompts/{id}":                    {ScopeUpdate, update},
+		"DELETE /v1/prompts/{id}":                 {ScopeDelete, remove},
+		"PUT /v1/prompts/{id}/makeDefault":        {ScopePublish, publish},
+		"GET /v1/prompts/{id}/versions":           {ScopeList, listVersions},
+		"GET /v1/prompts/{id}/versions/{version}": {ScopeRead, retrieveVersion},
+		"PUT /v1/prompts/{id}/versions/{version}": {ScopeUpdate, updateVersion},
+		"POST /v1/prompts/{id}/render":            {ScopeRender, render},
 	} {
-		routes.HandleFunc(pattern, handle(fn))
+		routes.HandleFunc(pattern, controlplane.RequireScope(rt.scope, handle(rt.fn)))
 		controlplane.Handle(pattern, owned, routes.ServeHTTP)
 	}
 }
