@@ -64,8 +64,7 @@ func handle(scope string, fn func(*call) (any, error)) http.HandlerFunc {
 			return
 		}
 		if !cp.Identity.Can(scope) {
-			apierror.Write(w, apierror.Newf(http.StatusForbidden, apierror.TypeInvalidRequest,
-				"this gateway API key lacks the scope %s", scope).WithCode("missing_scope"))
+			apierror.Write(w, controlplane.MissingScope(scope))
 			return
 		}
 		v, err := fn(&call{r: r, id: cp.Identity, store: cp.App.BudgetStore(), body: cp.Body})

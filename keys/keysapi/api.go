@@ -105,7 +105,7 @@ func (c *call) need(scope string) error {
 	if c.id.Can(scope) {
 		return nil
 	}
-	return apierror.Newf(http.StatusForbidden, apierror.TypeInvalidRequest, "this gateway API key lacks the scope %s", scope).WithCode("missing_scope")
+	return controlplane.MissingScope(scope)
 }
 
 // workspace returns the workspace a request names (body or query), or

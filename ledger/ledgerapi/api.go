@@ -78,8 +78,7 @@ func serve(scope string, needsDB bool, h handler) http.HandlerFunc {
 			return
 		}
 		if scope != "" && !cp.Identity.Can(scope) {
-			apierror.Write(w, apierror.Newf(http.StatusForbidden, apierror.TypeInvalidRequest,
-				"this API key lacks the %s scope", scope).WithCode("insufficient_scope"))
+			apierror.Write(w, controlplane.MissingScope(scope))
 			return
 		}
 		db := cp.App.LedgerDB()
