@@ -36,8 +36,10 @@ type logsData struct {
 	From, To, Meta, Trace string
 	Logs                  []logRow
 	Total                 int64
-	Page                  int
-	Prev, Next            string
+	// TotalCapped says the API stopped counting at Total (there are more).
+	TotalCapped bool
+	Page        int
+	Prev, Next  string
 }
 
 // filterValue keeps a filter the user typed within what the API takes.
@@ -90,8 +92,9 @@ func (h *Handler) logsPage(w http.ResponseWriter, r *http.Request, c *ctx) {
 		q.Set("metadata", string(b))
 	}
 	var list struct {
-		Total int64    `json:"total"`
-		Data  []logRow `json:"data"`
+		Total       int64    `json:"total"`
+		TotalCapped bool     `json:"total_capped"`
+		Data        []logRow `json:"data"`
 	}
 	p := &page{Title: "Logs", Data: d}
 	if err := h.getJSON(r, c.s.key, "/logs", q, &list); err != nil {
@@ -99,7 +102,7 @@ func (h *Handler) logsPage(w http.ResponseWriter, r *http.Request, c *ctx) {
 		h.renderFor(w, r, c, statusOf(err), "logs", p)
 		return
 	}
-	d.Logs, d.Total = list.Data, list.Total
+	d.Logs, d.Total, d.TotalCapped = list.Data, list.Total, list.TotalCapped
 	link := func(pg int) string {
 		v := url.Values{"page": {strconv.Itoa(pg)}}
 		for k, s := range map[string]string{"key": d.Key, "model": d.Model, "status": d.Status, "from": d.From, "to": d.To, "meta": d.Meta, "trace": d.Trace} {
@@ -112,7 +115,7 @@ func (h *Handler) logsPage(w http.ResponseWriter, r *http.Request, c *ctx) {
 	if d.Page > 0 {
 		d.Prev = link(d.Page - 1)
 	}
-	if int64((d.Page+1)*logsPageSize) < d.Total {
+	if int64((d.Page+1)*logsPageSize) < d.Total || d.TotalCapped && len(d.Logs) == logsPageSize {
 		d.Next = link(d.Page + 1)
 	}
 	h.renderFor(w, r, c, http.StatusOK, "logs", p)

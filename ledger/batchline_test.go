@@ -42,7 +42,7 @@ func TestBatchLineRecordedOnce(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got, total, err := db.Logs(ctx, &Filter{Workspace: "ws"}, 100, 0)
+			got, total, _, err := db.Logs(ctx, &Filter{Workspace: "ws"}, 100, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -121,7 +121,7 @@ func TestMigrateToBatchLines(t *testing.T) {
 			if err := db.Insert(context.Background(), []Record{r, r}); err != nil {
 				t.Fatal(err)
 			}
-			got, total, err := db.Logs(context.Background(), &Filter{Workspace: "ws"}, 10, 0)
+			got, total, _, err := db.Logs(context.Background(), &Filter{Workspace: "ws"}, 10, 0)
 			if err != nil || total != 2 {
 				t.Fatalf("%d records after the migration (%v), want the old one and one line", total, err)
 			}

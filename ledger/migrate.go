@@ -54,6 +54,12 @@ var migrations = []string{
 	ALTER TABLE llm_ledger ADD COLUMN custom_id TEXT;
 	ALTER TABLE llm_ledger ADD COLUMN estimated SMALLINT NOT NULL DEFAULT 0;
 	CREATE UNIQUE INDEX IF NOT EXISTS llm_ledger_batch_line ON llm_ledger (batch_id, custom_id)`,
+	// 4: the logs of one key, and of a workspace key (whose filter names
+	// its organisation too), newest first without reading every record
+	// of the organisation or workspace: at 10,000,000 records one key's
+	// first page took 2.8–5 s with the step-1 indexes, 5 ms with these.
+	`CREATE INDEX IF NOT EXISTS llm_ledger_org_key_ts ON llm_ledger (organisation_id, api_key, ts);
+	CREATE INDEX IF NOT EXISTS llm_ledger_ws_org_ts ON llm_ledger (workspace_id, organisation_id, ts)`,
 }
 
 // advisoryLock is the PostgreSQL advisory lock key migrations hold, so

@@ -120,21 +120,37 @@ func (s *DB) whereIn(f *Filter, src source) (string, []any, error) {
 	return " WHERE " + strings.Join(conds, " AND "), args, nil
 }
 
+// MaxLogsTotal is the most records Logs counts: past it the total is
+// MaxLogsTotal and capped. An exact count reads every record the filter
+// selects (766 ms of a 855 ms first page at 10,000,000 records), and a
+// page needs only to know whether more follow.
+const MaxLogsTotal = 10000
+
 // Logs returns a page of the records f selects, newest first, and how
-// many it selects in all.
-func (s *DB) Logs(ctx context.Context, f *Filter, limit, offset int) ([]Record, int64, error) {
+// many it selects in all, counted up to MaxLogsTotal (capped says the
+// count stopped there).
+func (s *DB) Logs(ctx context.Context, f *Filter, limit, offset int) (recs []Record, total int64, capped bool, err error) {
 	where, args, err := s.where(f)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, false, err
 	}
-	var total int64
-	if err := s.db.QueryRowContext(ctx, s.d.bind("SELECT COUNT(*) FROM llm_ledger"+where), args...).Scan(&total); err != nil {
-		return nil, 0, err
+	count := "SELECT COUNT(*) FROM (SELECT 1 FROM llm_ledger" + where + " LIMIT ?) selected"
+	if err := s.db.QueryRowContext(ctx, s.d.bind(count), append(args, MaxLogsTotal+1)...).Scan(&total); err != nil {
+		return nil, 0, false, err
 	}
+	if total > MaxLogsTotal {
+		total, capped = MaxLogsTotal, true
+	}
+	recs, err = s.logsPage(ctx, where, args, limit, offset)
+	return recs, total, capped, err
+}
+
+// logsPage reads one page of the records a where clause selects.
+func (s *DB) logsPage(ctx context.Context, where string, args []any, limit, offset int) ([]Record, error) {
 	q := "SELECT id, " + columns + " FROM llm_ledger" + where + " ORDER BY ts DESC, id DESC LIMIT ? OFFSET ?"
 	rows, err := s.db.QueryContext(ctx, s.d.bind(q), append(args, limit, offset)...)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	defer rows.Close()
 	var out []Record
@@ -152,7 +168,7 @@ func (s *DB) Logs(ctx context.Context, f *Filter, limit, offset int) ([]Record, 
 			&r.ConfigID, &r.Provider, &r.Model, &r.Operation, &r.Status, &stream, &r.InputTokens,
 			&r.OutputTokens, &r.CachedTokens, &r.CacheWriteTokens, &r.ReasoningTokens, &cost, &lat, &ttft,
 			&r.CacheState, &r.Retries, &md, &batch, &cid, &estimated); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		r.BatchID, r.CustomID, r.Estimated = batch.String, cid.String, estimated != 0
 		r.Time = time.UnixMicro(ts).UTC()
@@ -165,7 +181,7 @@ func (s *DB) Logs(ctx context.Context, f *Filter, limit, offset int) ([]Record, 
 		}
 		out = append(out, r)
 	}
-	return out, total, rows.Err()
+	return out, rows.Err()
 }
 
 // Totals are sums over a set of records.

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ func TestStoreRoundTripAndScope(t *testing.T) {
 			if err := db.Insert(ctx, []Record{a, unknown, other}); err != nil {
 				t.Fatal(err)
 			}
-			got, total, err := db.Logs(ctx, &Filter{Workspace: "ws-a"}, 10, 0)
+			got, total, _, err := db.Logs(ctx, &Filter{Workspace: "ws-a"}, 10, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -40,7 +41,7 @@ func TestStoreRoundTripAndScope(t *testing.T) {
 				g.TTFT != want.TTFT || !g.Stream || g.Retries != 2 || g.ReasoningTokens != 5 || g.VirtualKey != "vk" {
 				t.Errorf("round trip:\n got %+v\nwant %+v", g, want)
 			}
-			if _, _, err := db.Logs(ctx, &Filter{}, 10, 0); err != ErrNoScope {
+			if _, _, _, err := db.Logs(ctx, &Filter{}, 10, 0); err != ErrNoScope {
 				t.Errorf("unscoped query: err %v, want ErrNoScope", err)
 			}
 			for _, tc := range []struct {
@@ -57,7 +58,7 @@ func TestStoreRoundTripAndScope(t *testing.T) {
 				{"time", Filter{Workspace: "ws-a", From: t0.Add(30 * time.Second)}, 1},
 				{"organisation", Filter{Organisation: "org"}, 3},
 			} {
-				_, n, err := db.Logs(ctx, &tc.f, 10, 0)
+				_, n, _, err := db.Logs(ctx, &tc.f, 10, 0)
 				if err != nil || int(n) != tc.want {
 					t.Errorf("%s: %d records, err %v; want %d", tc.name, n, err, tc.want)
 				}
@@ -176,7 +177,7 @@ func TestSweepDeletesOnlyExpired(t *testing.T) {
 			if err != nil || n != 1 {
 				t.Fatalf("swept %d, err %v; want 1", n, err)
 			}
-			_, left, _ := db.Logs(ctx, &Filter{Workspace: "ws"}, 10, 0)
+			_, left, _, _ := db.Logs(ctx, &Filter{Workspace: "ws"}, 10, 0)
 			if left != 1 {
 				t.Errorf("%d records left, want 1", left)
 			}
@@ -259,4 +260,33 @@ func b2i(b bool) int64 {
 		return 1
 	}
 	return 0
+}
+
+// TestLogsTotalIsCapped: the logs total counts up to MaxLogsTotal and
+// says when it stopped there; below it the count is exact, and the page
+// is the newest records either way.
+func TestLogsTotalIsCapped(t *testing.T) {
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			db := openTest(t, st.dsn(t))
+			ctx := context.Background()
+			recs := make([]Record, MaxLogsTotal+5)
+			for i := range recs {
+				recs[i] = rec("ws", time.Duration(i)*time.Millisecond, "gpt-4o", 200, 1)
+				recs[i].TraceID = fmt.Sprintf("trace-%d", i)
+			}
+			recs[0].Model = "rare"
+			if err := db.Insert(ctx, recs); err != nil {
+				t.Fatal(err)
+			}
+			got, total, capped, err := db.Logs(ctx, &Filter{Workspace: "ws"}, 3, 0)
+			if err != nil || total != MaxLogsTotal || !capped || len(got) != 3 || got[0].TraceID != recs[len(recs)-1].TraceID {
+				t.Fatalf("all: %d records from %v, total %d capped %t, err %v; want 3 newest of %d capped", len(got), got, total, capped, err, MaxLogsTotal)
+			}
+			_, total, capped, err = db.Logs(ctx, &Filter{Workspace: "ws", Models: []string{"rare"}}, 3, 0)
+			if err != nil || total != 1 || capped {
+				t.Fatalf("one model: total %d capped %t err %v, want exactly 1", total, capped, err)
+			}
+		})
+	}
 }

@@ -47,7 +47,7 @@ func listLogs(c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	recs, total, err := c.db.Logs(c.r.Context(), f, limit, offset)
+	recs, total, capped, err := c.db.Logs(c.r.Context(), f, limit, offset)
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +55,12 @@ func listLogs(c *call) (any, error) {
 	for i := range recs {
 		data = append(data, toLog(&recs[i]))
 	}
-	return map[string]any{"object": "list", "total": total, "data": data}, nil
+	out := map[string]any{"object": "list", "total": total, "data": data}
+	if capped {
+		// total stopped counting at ledger.MaxLogsTotal: there are more.
+		out["total_capped"] = true
+	}
+	return out, nil
 }
 
 // getLog answers GET /v1/logs/{id} within the caller's scope: another
@@ -70,7 +75,7 @@ func getLog(c *call) (any, error) {
 		return nil, err
 	}
 	f.ID = id
-	recs, _, err := c.db.Logs(c.r.Context(), f, 1, 0)
+	recs, _, _, err := c.db.Logs(c.r.Context(), f, 1, 0)
 	if err != nil {
 		return nil, err
 	}
