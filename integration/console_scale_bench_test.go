@@ -120,7 +120,6 @@ func sqlQueries(b *testing.B, path string) {
 	}
 }
 
-
 func envInt(b *testing.B, name string, def int) int {
 	if v := os.Getenv(name); v != "" {
 		n, err := strconv.Atoi(v)
