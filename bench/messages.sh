@@ -29,10 +29,17 @@ out=$(mktemp /tmp/llmgw-messages-bench.XXXXXX)
 go test -c -o /tmp/llmgw-messages-bench.test ./integration/
 # Interleaved: each round runs every benchmark once, so a drift of the
 # machine's load touches every row alike.
+# A round that fails (a port another test run holds, say) is reported and
+# left out; its finished rows still count.
+round=$(mktemp /tmp/llmgw-messages-round.XXXXXX)
 for i in $(seq "$COUNT"); do
-  (cd integration && /tmp/llmgw-messages-bench.test -test.run '^$' -test.bench '^BenchmarkMessages' \
-    -test.benchtime "$BENCHTIME" -test.benchmem 2>/dev/null) | grep '^BenchmarkMessages' | tee -a "$out"
+  if ! (cd integration && /tmp/llmgw-messages-bench.test -test.run '^$' -test.bench '^BenchmarkMessages' \
+    -test.benchtime "$BENCHTIME" -test.benchmem) >"$round" 2>"$round.err"; then
+    echo "round $i failed: $(grep -h -m1 -E 'FAIL|Error|error|panic' "$round" "$round.err" | head -1 | cut -c1-200)" >&2
+  fi
+  grep '^BenchmarkMessages' "$round" | tee -a "$out" || true
 done
+rm -f "$round" "$round.err"
 echo "load average (1 min) after: $(cut -d' ' -f1 /proc/loadavg)"
 
 # Medians per benchmark, then each gateway row against plain Caddy's.

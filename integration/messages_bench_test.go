@@ -30,8 +30,9 @@ const benchMessagesBody = `{"model":"claude-sonnet-4-5","max_tokens":256,"messag
 var benchWords = strings.Fields(strings.Repeat("lorem ipsum dolor sit amet consectetur adipiscing elit sed do ", 4))
 
 // benchMessagesUpstream answers /v1/messages as Anthropic does and
-// /v1/chat/completions as OpenAI does, JSON or stream, with prerendered
-// bodies: the mock's own cost is the same whichever path is measured.
+// /v1/chat/completions as OpenAI does, JSON or stream (each event written
+// and flushed on its own), with prerendered bodies: the mock's own cost
+// is the same whichever path is measured.
 func benchMessagesUpstream(b testing.TB) *httptest.Server {
 	text := strings.Join(benchWords, " ")
 	antJSON := fmt.Sprintf(`{"id":"msg_bench","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":%q}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":15,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":40}}`, text)
@@ -73,9 +74,18 @@ func benchMessagesUpstream(b testing.TB) *httptest.Server {
 			return
 		}
 		if bytes.Contains(rb.Bytes(), []byte(`"stream":true`)) {
+			// One write and flush per event, as providers (and the
+			// shared harness's mock) send them.
 			w.Header().Set("Content-Type", "text/event-stream")
 			w.Header().Set("Cache-Control", "no-cache")
-			_, _ = w.Write(pair[1])
+			fl := w.(http.Flusher)
+			rest := pair[1]
+			for len(rest) > 0 {
+				i := bytes.Index(rest, []byte("\n\n")) + 2
+				_, _ = w.Write(rest[:i])
+				fl.Flush()
+				rest = rest[i:]
+			}
 		} else {
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Content-Length", fmt.Sprint(len(pair[0])))
