@@ -2,8 +2,12 @@ package budgets
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"net/http"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
@@ -27,103 +31,87 @@ type Source interface {
 // Enforcer admits requests against the active usage limits and settles
 // them on completion.
 type Enforcer struct {
-	limiter policies.Limiter
+	limiter policies.LeaseLimiter
 	source  Source
 	alerts  *Alerter
 	now     func() time.Time
 	// MaxWait bounds how long Admit waits for reservations in flight
 	// (DefaultMaxWait; 0 refuses at once).
 	MaxWait time.Duration
+	// Lease bounds how long a reservation counts without being settled
+	// (DefaultLease): a request whose instance died never settles, and
+	// its reservation is given back by the next admission on the budget
+	// once the lease has run out (policies.LeaseLimiter).
+	Lease time.Duration
 	// seed rebuilds lost counters (seed.go); nil: never.
 	seed *seeding
+	// ids names reservations: a random prefix per enforcer and a
+	// sequence number.
+	idPrefix string
+	idSeq    atomic.Uint64
 }
 
 // NewEnforcer returns an enforcer counting in limiter (the app's shared
 // limiter: Redis for a cluster), reading limits from source, alerting
 // through alerts (nil: no alerts) and telling time with now (nil:
-// time.Now).
+// time.Now). A limiter that is not a policies.LeaseLimiter (both of
+// package policies' are) holds reservations without leases.
 func NewEnforcer(limiter policies.Limiter, source Source, alerts *Alerter, now func() time.Time) *Enforcer {
 	if now == nil {
 		now = time.Now
 	}
-	return &Enforcer{limiter: limiter, source: source, alerts: alerts, now: now, MaxWait: DefaultMaxWait}
+	ll, ok := limiter.(policies.LeaseLimiter)
+	if !ok {
+		ll = newUnleased(limiter)
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return &Enforcer{limiter: ll, source: source, alerts: alerts, now: now, MaxWait: DefaultMaxWait, Lease: DefaultLease,
+		idPrefix: hex.EncodeToString(b[:]) + "."}
 }
 
 // DefaultMaxWait is how long a request may wait for other requests'
 // reservations on a budget to settle before it is refused.
 const DefaultMaxWait = 10 * time.Second
 
-// reserve admits want units on key. When they do not fit but some budget
-// remains, the remainder is reserved instead. When nothing remains but
-// other requests hold reservations on the key (in flight, on any
-// instance), it waits for them to settle, up to MaxWait: their unused
-// reservations come back, and refusing now would refuse on estimates
-// rather than spend (the pre-filled budget that answers "exhausted" with
-// money left). want is set to what was reserved.
-func (e *Enforcer) reserve(ctx context.Context, key string, limit int64, window time.Duration, want *int64) (policies.Decision, error) {
+// DefaultLease is how long a reservation counts unsettled before it is
+// given back: longer than any request the gateway lets run, so only the
+// reservations of requests that died with their instance expire.
+const DefaultLease = 10 * time.Minute
+
+// reserve admits want units on key under a new reservation id. When they
+// do not fit but some budget remains, the remainder is reserved instead.
+// When nothing remains but other requests hold unexpired reservations on
+// the key (in flight, on any instance), it waits for them to settle, up
+// to MaxWait: their unused reservations come back, and refusing now would
+// refuse on estimates rather than spend (the pre-filled budget that
+// answers "exhausted" with money left). Every attempt first gives back
+// the reservations whose lease ran out. want is set to what was reserved.
+func (e *Enforcer) reserve(ctx context.Context, key string, limit int64, window time.Duration, want *int64) (policies.Decision, string, error) {
 	asked := *want
-	pending := func(n int64) error {
-		if n == 0 {
-			return nil
-		}
-		return e.limiter.Adjust(context.WithoutCancel(ctx), key+pendingSuffix, maxUnits, window, n)
-	}
+	*want = 0
+	id := e.idPrefix + strconv.FormatUint(e.idSeq.Add(1), 36)
 	deadline := e.now().Add(e.MaxWait)
 	pause := 2 * time.Millisecond
 	for {
-		// The request announces its reservation before it takes it, so
-		// a request refused meanwhile sees it in flight and waits; a
-		// refused request withdraws it while it waits, so waiters do not
-		// wait for each other.
-		if err := pending(asked); err != nil {
-			return policies.Decision{}, err
+		// Reserving and holding are one atomic step, so a request refused
+		// meanwhile either sees the units taken or nothing at all, and a
+		// refused request holds nothing: waiters do not wait for each
+		// other.
+		r, err := e.limiter.Reserve(ctx, key, limit, window, asked, id, e.Lease)
+		if err == nil && r.Allowed {
+			*want = r.Reserved
+			return r.Decision, id, nil
 		}
-		*want = asked
-		d, err := e.limiter.Admit(ctx, key, limit, window, asked)
-		if err == nil && !d.Allowed && asked > 0 && d.Remaining > 0 {
-			r := d.Remaining
-			if d, err = e.limiter.Admit(ctx, key, limit, window, r); err == nil && d.Allowed {
-				*want = r
-			}
-		}
-		if err == nil && d.Allowed {
-			return d, pending(*want - asked)
-		}
-		*want = 0
-		_ = pending(-asked)
-		var inFlight int64
-		if err == nil {
-			inFlight, err = e.pendingOn(ctx, key, window)
-		}
-		if err != nil || inFlight <= 0 || !e.now().Before(deadline) {
-			return d, err
+		if err != nil || r.Held <= 0 || !e.now().Before(deadline) {
+			return r.Decision, id, err
 		}
 		select {
 		case <-ctx.Done():
-			return d, ctx.Err()
+			return r.Decision, id, ctx.Err()
 		case <-time.After(pause):
 		}
 		pause = min(2*pause, 100*time.Millisecond)
-	}
-}
-
-// pendingSuffix names the counter of the reservations in flight on a
-// budget counter.
-const pendingSuffix = "|pending"
-
-// pendingOn returns the units reserved on key and not yet settled.
-func (e *Enforcer) pendingOn(ctx context.Context, key string, window time.Duration) (int64, error) {
-	d, err := e.limiter.Admit(ctx, key+pendingSuffix, maxUnits, window, 0)
-	if err != nil {
-		return 0, err
-	}
-	return maxUnits - d.Remaining, nil
-}
-
-// unpend takes g's reservation off the in-flight counter.
-func (e *Enforcer) unpend(ctx context.Context, g *Grant) {
-	if g.Reserved > 0 {
-		_ = e.limiter.Adjust(ctx, g.Key+pendingSuffix, maxUnits, g.Period.window(), -g.Reserved)
 	}
 }
 
@@ -132,6 +120,8 @@ type Grant struct {
 	Limit  *UsageLimit
 	Key    string
 	Period Period
+	// ID names the reservation in the limiter (its lease).
+	ID string
 	// Reserved is what was reserved, in the limit's unit.
 	Reserved int64
 	At       time.Time
@@ -185,7 +175,7 @@ func (e *Enforcer) Admit(ctx context.Context, a *policies.Attributes, r Reserve)
 		}
 		limit, window := u.Limit(), per.window()
 		want = min(want, limit)
-		d, err := e.reserve(ctx, g.Key, limit, window, &want)
+		d, id, err := e.reserve(ctx, g.Key, limit, window, &want)
 		if err != nil {
 			adm.refund(ctx)
 			return nil, nil, err
@@ -195,7 +185,7 @@ func (e *Enforcer) Admit(ctx context.Context, a *policies.Attributes, r Reserve)
 			adm.refund(ctx)
 			return nil, exceeded(u, per), nil
 		}
-		g.Reserved = want
+		g.Reserved, g.ID = want, id
 		adm.Grants = append(adm.Grants, g)
 	}
 	return adm, nil, nil
@@ -224,8 +214,7 @@ func (adm *Admission) refund(ctx context.Context) {
 	for i := range adm.Grants {
 		g := &adm.Grants[i]
 		if g.Reserved > 0 {
-			_ = adm.e.limiter.Adjust(ctx, g.Key, g.Limit.Limit(), g.Period.window(), -g.Reserved)
-			adm.e.unpend(ctx, g)
+			_, _ = adm.e.limiter.Settle(ctx, g.Key, g.Limit.Limit(), g.Period.window(), g.ID, 0, true)
 		}
 	}
 	adm.Grants = nil
@@ -269,15 +258,15 @@ func (adm *Admission) Settle(ctx context.Context, e *observe.Entry) error {
 		if !known {
 			used = g.Reserved
 		}
-		// The charge is corrected before the reservation leaves the
-		// in-flight count, so a request refused meanwhile either sees the
-		// refund or sees this one in flight and waits.
-		if delta := policies.SettleDelta(g.Reserved, used, g.At, now, g.Period.window()); delta != 0 {
-			if err := adm.e.limiter.Adjust(ctx, g.Key, u.Limit(), g.Period.window(), delta); err != nil {
+		// The charge and the end of the reservation's lease are one
+		// atomic step: a reservation already given back by its lease's
+		// expiry is charged what was used in full, never refunded twice.
+		refundable := now.Sub(g.At) < g.Period.window() // as policies.SettleDelta
+		if g.Reserved > 0 || used > 0 {
+			if _, err := adm.e.limiter.Settle(ctx, g.Key, u.Limit(), g.Period.window(), g.ID, used, refundable); err != nil {
 				errs = append(errs, err)
 			}
 		}
-		adm.e.unpend(ctx, g)
 		adm.e.checkAlert(ctx, g)
 	}
 	adm.Grants = nil
@@ -287,11 +276,13 @@ func (adm *Admission) Settle(ctx context.Context, e *observe.Entry) error {
 // Spent returns what key has used of u in its period: the limit less
 // what a zero-cost admission says remains.
 func (e *Enforcer) Spent(ctx context.Context, u *UsageLimit, key string, per Period) (int64, error) {
-	d, err := e.limiter.Admit(ctx, key, u.Limit(), per.window(), 0)
+	// A report reserves nothing but gives back expired reservations
+	// first, so what it shows holds no dead instance's reservation.
+	r, err := e.limiter.Reserve(ctx, key, u.Limit(), per.window(), 0, "", e.Lease)
 	if err != nil {
 		return 0, err
 	}
-	return u.Limit() - d.Remaining, nil
+	return u.Limit() - r.Remaining, nil
 }
 
 // checkAlert fires g's limit's alert when its period's spend has reached

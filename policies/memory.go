@@ -214,6 +214,9 @@ type counter struct {
 	total  int64
 	width  int64
 	window int64
+	// leases are the reservations held under an id (lease.go); nil for
+	// the rate limiter's keys, which never hold any.
+	leases map[string]lease
 }
 
 // prepare brings the counter to time t for window w and bucket width g:

@@ -120,19 +120,23 @@ for i = 1, #raw, 2 do
   if raw[i] == 'w' then oldw = tonumber(raw[i + 1]) end
 end
 local rebuild = oldw ~= width
-local live, order, stale = {}, {}, {}
+local live, order, stale, leases = {}, {}, {}, {}
 local total = 0
 for i = 1, #raw, 2 do
   local f = raw[i]
   if f ~= 'w' then
     local b, v = tonumber(f), tonumber(raw[i + 1])
-    if rebuild then
+    if b == nil then
+      -- a reservation held under a lease (lease.go): "l<id>" = "n:expiry"
+      leases[f] = raw[i + 1]
+    elseif rebuild then
       local e = (b + 1) * oldw
       if e > now - window then b = math.min(math.floor((e - 1) / width), cur) else b = nil end
     elseif b < first then
       b = nil
     end
-    if b == nil or v <= 0 then
+    if leases[f] ~= nil then
+    elseif b == nil or v <= 0 then
       stale[#stale + 1] = f
     else
       if live[b] == nil then live[b] = 0; order[#order + 1] = b end
@@ -144,6 +148,7 @@ end
 if rebuild then
   redis.call('DEL', key)
   for b, v in pairs(live) do redis.call('HSET', key, fmt(b), fmt(v)) end
+  for f, v in pairs(leases) do redis.call('HSET', key, f, v) end
 elseif #stale > 0 then
   redis.call('HDEL', key, unpack(stale))
 end
@@ -157,6 +162,36 @@ local function add(n)
   live[b] = live[b] + n
   total = total + n
   redis.call('HINCRBY', key, fmt(b), fmt(n))
+end
+-- refund cancels n units from the oldest buckets, never below zero.
+local function refund(n)
+  for _, b in ipairs(order) do
+    if n <= 0 then break end
+    local v = live[b]
+    if v > n then
+      live[b] = v - n
+      total = total - n
+      redis.call('HSET', key, fmt(b), fmt(v - n))
+      n = 0
+    elseif v > 0 then
+      live[b] = 0
+      total = total - v
+      n = n - v
+      redis.call('HDEL', key, fmt(b))
+    end
+  end
+end
+-- retryFor is how long until amount would fit (counter.admit's rule).
+local function retryFor(amount)
+  local need = total - limit + math.max(amount, 1)
+  local freed = 0
+  for _, b in ipairs(order) do
+    freed = freed + live[b]
+    if freed >= need then
+      return (b + 1) * width + window - now
+    end
+  end
+  return 0
 end
 local function finish()
   local newest = nil
@@ -184,15 +219,7 @@ elseif total <= limit - amount and (amount > 0 or total < limit) then
   allowed = 1
   if amount > 0 then add(amount) end
 else
-  local need = total - limit + math.max(amount, 1)
-  local freed = 0
-  for _, b in ipairs(order) do
-    freed = freed + live[b]
-    if freed >= need then
-      retry = (b + 1) * width + window - now
-      break
-    end
-  end
+  retry = retryFor(amount)
 end
 local reset = finish()
 local remaining = limit - total
@@ -206,22 +233,7 @@ var adjustScript = redis.NewScript(luaPrelude + `
 if amount > 0 then
   add(amount)
 elseif amount < 0 then
-  local n = -amount
-  for _, b in ipairs(order) do
-    if n <= 0 then break end
-    local v = live[b]
-    if v > n then
-      live[b] = v - n
-      total = total - n
-      redis.call('HSET', key, fmt(b), fmt(v - n))
-      n = 0
-    else
-      live[b] = 0
-      total = total - v
-      n = n - v
-      redis.call('HDEL', key, fmt(b))
-    end
-  end
+  refund(-amount)
 end
 finish()
 return 1
