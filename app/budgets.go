@@ -29,6 +29,10 @@ type BudgetsConfig struct {
 	// MaxWait is how long a request on a spent budget waits for requests
 	// in flight on it to settle before it is refused (default 10s).
 	MaxWait caddy.Duration `json:"max_wait,omitempty"`
+	// Lease is how long a reservation counts without being settled
+	// before it is given back (default 10m, at least 1s): longer than
+	// any request may run, so only those of a killed instance expire.
+	Lease caddy.Duration `json:"lease,omitempty"`
 }
 
 // budgetState is the app's part of usage limits.
@@ -80,6 +84,12 @@ func (a *App) provisionBudgets() error {
 	if cfg.MaxWait > 0 {
 		a.budgets.MaxWait = time.Duration(cfg.MaxWait)
 	}
+	if cfg.Lease != 0 {
+		if time.Duration(cfg.Lease) < time.Second {
+			return fmt.Errorf("budgets: lease must be at least 1s")
+		}
+		a.budgets.Lease = time.Duration(cfg.Lease)
+	}
 	return nil
 }
 
@@ -96,6 +106,7 @@ func (a *App) BudgetStore() *budgets.Store { return a.budgetStore }
 //		alert_webhook <url>
 //		alert_allow   <loopback | private | CIDR>...
 //		max_wait      <duration>
+//		lease         <duration>
 //	}
 func (a *App) unmarshalBudgets(d *caddyfile.Dispenser) error {
 	cfg := &BudgetsConfig{}
@@ -123,6 +134,16 @@ func (a *App) unmarshalBudgets(d *caddyfile.Dispenser) error {
 				return d.Errf("budgets max_wait must be a duration")
 			}
 			cfg.MaxWait = caddy.Duration(dur)
+		case "lease":
+			var v string
+			dur, err := time.Duration(0), error(nil)
+			if d.Args(&v) && !d.NextArg() {
+				dur, err = caddy.ParseDuration(v)
+			}
+			if v == "" || err != nil || dur < time.Second {
+				return d.Errf("budgets lease must be a duration of at least 1s")
+			}
+			cfg.Lease = caddy.Duration(dur)
 		default:
 			return d.Errf("unknown budgets option %q", name)
 		}
