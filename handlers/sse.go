@@ -319,11 +319,12 @@ const bytesPerToken = 4
 // its reservation, ceil(request body bytes / 4), and the output as
 // ceil(characters of generated text delivered / 4). The entry is marked
 // UsageEstimated (the ledger record's "estimated"). A stream that
-// completed without usage keeps the reservation as its charge, as does a
-// cache hit (charged nothing) and a failure before the answer started.
+// completed without the provider reporting usage is estimated the same
+// way; a cache hit (charged nothing) and a failure before the answer
+// started are not.
 func (f *flight) estimateBrokenStream() {
 	res, q := f.res, f.q
-	if res == nil || q == nil || !q.Call.Stream || res.usage != nil || res.err == "" || !f.done ||
+	if res == nil || q == nil || !q.Call.Stream || res.usage != nil || !f.done ||
 		f.status < 200 || f.status > 299 || cache.IsHit(res.label) {
 		return
 	}

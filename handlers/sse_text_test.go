@@ -33,8 +33,9 @@ func TestTextChars(t *testing.T) {
 	}
 }
 
-// TestEstimateBrokenStream: only a stream that started and broke off
-// without usage is estimated, from its body and the text delivered.
+// TestEstimateBrokenStream: only a stream that started and ended (broken
+// off or not) without usage is estimated, from its body and the text
+// delivered.
 func TestEstimateBrokenStream(t *testing.T) {
 	body := []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`) // 71 bytes
 	flightOf := func(stream bool, status int, err string, usage *providers.Usage, label string) *flight {
@@ -50,7 +51,7 @@ func TestEstimateBrokenStream(t *testing.T) {
 		want *providers.Usage
 	}{
 		{"client gone", flightOf(true, 200, "client closed the connection mid-response", nil, ""), &providers.Usage{PromptTokens: 18, CompletionTokens: 3, TotalTokens: 21}},
-		{"completed without usage", flightOf(true, 200, "", nil, ""), nil},
+		{"completed without usage", flightOf(true, 200, "", nil, ""), &providers.Usage{PromptTokens: 18, CompletionTokens: 3, TotalTokens: 21}},
 		{"usage reported", flightOf(true, 200, "client closed the connection mid-response", &providers.Usage{PromptTokens: 1}, ""), &providers.Usage{PromptTokens: 1}},
 		{"not a stream", flightOf(false, 200, "client closed the connection mid-response", nil, ""), nil},
 		{"failed before it started", flightOf(true, 502, "upstream failed", nil, ""), nil},
@@ -61,7 +62,7 @@ func TestEstimateBrokenStream(t *testing.T) {
 		if (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {
 			t.Errorf("%s: usage %+v, want %+v", tc.name, got, tc.want)
 		}
-		if tc.f.entry.UsageEstimated != (tc.name == "client gone") {
+		if tc.f.entry.UsageEstimated != (tc.want != nil && tc.want.TotalTokens == 21) {
 			t.Errorf("%s: estimated %v", tc.name, tc.f.entry.UsageEstimated)
 		}
 	}
