@@ -79,6 +79,14 @@ const DefaultMaxWait = 10 * time.Second
 // reservations of requests that died with their instance expire.
 const DefaultLease = 10 * time.Minute
 
+// lease is Lease, or DefaultLease when unset.
+func (e *Enforcer) lease() time.Duration {
+	if e.Lease <= 0 {
+		return DefaultLease
+	}
+	return e.Lease
+}
+
 // reserve admits want units on key under a new reservation id. When they
 // do not fit but some budget remains, the remainder is reserved instead.
 // When nothing remains but other requests hold unexpired reservations on
@@ -98,7 +106,7 @@ func (e *Enforcer) reserve(ctx context.Context, key string, limit int64, window 
 		// meanwhile either sees the units taken or nothing at all, and a
 		// refused request holds nothing: waiters do not wait for each
 		// other.
-		r, err := e.limiter.Reserve(ctx, key, limit, window, asked, id, e.Lease)
+		r, err := e.limiter.Reserve(ctx, key, limit, window, asked, id, e.lease())
 		if err == nil && r.Allowed {
 			*want = r.Reserved
 			return r.Decision, id, nil
@@ -214,7 +222,7 @@ func (adm *Admission) refund(ctx context.Context) {
 	for i := range adm.Grants {
 		g := &adm.Grants[i]
 		if g.Reserved > 0 {
-			_, _ = adm.e.limiter.Settle(ctx, g.Key, g.Limit.Limit(), g.Period.window(), g.ID, 0, true)
+			_, _ = adm.e.limiter.Settle(ctx, g.Key, g.Limit.Limit(), g.Period.window(), g.ID, g.Reserved, 0, true)
 		}
 	}
 	adm.Grants = nil
@@ -263,7 +271,7 @@ func (adm *Admission) Settle(ctx context.Context, e *observe.Entry) error {
 		// expiry is charged what was used in full, never refunded twice.
 		refundable := now.Sub(g.At) < g.Period.window() // as policies.SettleDelta
 		if g.Reserved > 0 || used > 0 {
-			if _, err := adm.e.limiter.Settle(ctx, g.Key, u.Limit(), g.Period.window(), g.ID, used, refundable); err != nil {
+			if _, err := adm.e.limiter.Settle(ctx, g.Key, u.Limit(), g.Period.window(), g.ID, g.Reserved, used, refundable); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -278,7 +286,7 @@ func (adm *Admission) Settle(ctx context.Context, e *observe.Entry) error {
 func (e *Enforcer) Spent(ctx context.Context, u *UsageLimit, key string, per Period) (int64, error) {
 	// A report reserves nothing but gives back expired reservations
 	// first, so what it shows holds no dead instance's reservation.
-	r, err := e.limiter.Reserve(ctx, key, u.Limit(), per.window(), 0, "", e.Lease)
+	r, err := e.limiter.Reserve(ctx, key, u.Limit(), per.window(), 0, "", e.lease())
 	if err != nil {
 		return 0, err
 	}

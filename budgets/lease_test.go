@@ -156,3 +156,39 @@ func TestSettlementRacesExpiry(t *testing.T) {
 		})
 	}
 }
+
+// plainLimiter hides a limiter's leases, as a Limiter from outside
+// package policies has none.
+type plainLimiter struct{ policies.Limiter }
+
+// TestUnleasedLimiter: with a limiter without leases the enforcer still
+// reserves (the remainder when little is left), settles exactly and
+// refunds what a refused admission had reserved.
+func TestUnleasedLimiter(t *testing.T) {
+	u := costLimit(t, 0.05, nil)
+	e := NewEnforcer(plainLimiter{policies.NewMemoryLimiter()}, fixedSource{u}, nil, nil)
+	e.MaxWait = 0
+	ctx := context.Background()
+	var adms []*Admission
+	for range 3 {
+		adm, refusal, err := e.Admit(ctx, attrs("k"), Reserve{MicroUSD: 20_000})
+		if err != nil || refusal != nil {
+			t.Fatalf("admit: %v %v", refusal, err)
+		}
+		adms = append(adms, adm)
+	}
+	if got := adms[2].Grants[0].Reserved; got != 10_000 {
+		t.Fatalf("third reservation %d, want the 10000 left", got)
+	}
+	if _, refusal, _ := e.Admit(ctx, attrs("k"), Reserve{MicroUSD: 1}); refusal == nil {
+		t.Fatal("admitted on a fully reserved budget")
+	}
+	for _, adm := range adms {
+		if err := adm.Settle(ctx, costing(0.01)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if spent, _ := e.Spent(ctx, u, adm0Key(t, e, u), u.PeriodAt(time.Now())); spent != 30_000 {
+		t.Fatalf("spent %d µ$, want 30000", spent)
+	}
+}

@@ -38,7 +38,7 @@ func (u unleased) Reserve(ctx context.Context, key string, limit int64, window t
 }
 
 // Settle charges used in place of id's reservation.
-func (u unleased) Settle(ctx context.Context, key string, limit int64, window time.Duration, id string, used int64, refundable bool) (bool, error) {
+func (u unleased) Settle(ctx context.Context, key string, limit int64, window time.Duration, id string, _, used int64, refundable bool) (bool, error) {
 	delta := used
 	v, live := u.held.LoadAndDelete(id)
 	if live {

@@ -11,14 +11,15 @@ import (
 // window of a month (or a century for a budget that never resets) its
 // reservation would stay counted for the whole period. A reservation made
 // through LeaseLimiter.Reserve is therefore recorded under an id with an
-// expiry (the lease) in the key's own state: a Redis hash field next to
-// the buckets, or a map in the memory counter. Every Reserve and Settle
-// on the key first gives back the reservations whose lease ran out, so
-// the next instance touching the budget reclaims what a dead one held,
-// with no scanner. Settle removes its own reservation atomically with the
-// charge: a reservation settled before its lease ran out is settled
-// exactly once, and one that was already given back by expiry is charged
-// what was used, in full, never refunded twice.
+// expiry (the lease) beside the key's counter: in Redis a sorted set by
+// expiry and a sum, in the same Cluster slot as the counter hash
+// (lease_redis.go); in memory a map in the counter. Every Reserve and
+// Settle on the key first gives back the reservations whose lease ran
+// out, so the next instance touching the budget reclaims what a dead one
+// held, with no scanner. Settle removes its own reservation atomically
+// with the charge: a reservation settled before its lease ran out is
+// settled exactly once, and one that was already given back by expiry is
+// charged what was used, in full, never refunded twice.
 
 // LeaseLimiter is a Limiter whose reservations expire. Both MemoryLimiter
 // and RedisLimiter implement it.
@@ -31,12 +32,13 @@ type LeaseLimiter interface {
 	// until Settle or until lease has passed, whichever comes first. A
 	// cost of 0 (or an empty id) holds nothing: it reclaims and reports.
 	Reserve(ctx context.Context, key string, limit int64, window time.Duration, cost int64, id string, lease time.Duration) (Reservation, error)
-	// Settle replaces id's reservation on key by used units: when the
-	// reservation is still held it is removed and the difference charged
-	// (or refunded, only if refundable: see SettleDelta) and live is true;
-	// when it is not (its lease ran out and it was given back, or it
-	// never existed) used is charged in full and live is false.
-	Settle(ctx context.Context, key string, limit int64, window time.Duration, id string, used int64, refundable bool) (live bool, err error)
+	// Settle replaces id's reservation of reserved units (what Reserve
+	// said) on key by used units: when the reservation is still held it
+	// is removed and the difference charged (or refunded, only if
+	// refundable: see SettleDelta) and live is true; when it is not (its
+	// lease ran out and it was given back, or it never existed) used is
+	// charged in full and live is false.
+	Settle(ctx context.Context, key string, limit int64, window time.Duration, id string, reserved, used int64, refundable bool) (live bool, err error)
 }
 
 // Reservation is the outcome of LeaseLimiter.Reserve.
@@ -57,22 +59,67 @@ type lease struct {
 	n, exp int64
 }
 
+// leaseSet is a memory counter's reservations: by id, their sum, and the
+// earliest expiry among them (or earlier: a settled reservation's), so
+// that a call looks through them only when one may have expired.
+type leaseSet struct {
+	byID map[string]lease
+	held int64
+	next int64
+}
+
 // reclaim refunds the counter's expired reservations at t and returns
 // what it gave back and what the others still hold. The counter must
 // have been prepared for t.
 func (c *counter) reclaim(t int64) (back, held int64) {
-	for id, l := range c.leases {
+	ls := c.leases
+	if ls == nil {
+		return 0, 0
+	}
+	if t < ls.next {
+		return 0, ls.held
+	}
+	ls.next = 1<<63 - 1
+	for id, l := range ls.byID {
 		if l.exp <= t {
 			back += l.n
-			delete(c.leases, id)
+			delete(ls.byID, id)
 		} else {
-			held += l.n
+			ls.next = min(ls.next, l.exp)
 		}
 	}
+	ls.held -= back
 	if back > 0 {
 		c.refund(back)
 	}
-	return back, held
+	return back, ls.held
+}
+
+// hold records a reservation of n units under id until exp.
+func (c *counter) hold(id string, n, exp int64) {
+	if c.leases == nil {
+		c.leases = &leaseSet{byID: make(map[string]lease), next: exp}
+	}
+	ls := c.leases
+	if old, ok := ls.byID[id]; ok {
+		ls.held -= old.n
+	}
+	ls.byID[id] = lease{n: n, exp: exp}
+	ls.held += n
+	ls.next = min(ls.next, exp)
+}
+
+// release removes id's reservation and reports its units, if held.
+func (c *counter) release(id string) (int64, bool) {
+	if c.leases == nil {
+		return 0, false
+	}
+	l, ok := c.leases.byID[id]
+	if ok {
+		delete(c.leases.byID, id)
+		c.leases.held -= l.n
+	}
+	return l.n, ok
 }
 
 // Reserve implements LeaseLimiter.
@@ -105,10 +152,7 @@ func (m *MemoryLimiter) Reserve(_ context.Context, key string, limit int64, wind
 	if r.Allowed {
 		r.Reserved = got
 		if got > 0 && id != "" {
-			if c.leases == nil {
-				c.leases = make(map[string]lease)
-			}
-			c.leases[id] = lease{n: got, exp: t + int64(ttl)}
+			c.hold(id, got, t+int64(ttl))
 			r.Held += got
 		}
 	}
@@ -124,7 +168,7 @@ func (m *MemoryLimiter) Reserve(_ context.Context, key string, limit int64, wind
 }
 
 // Settle implements LeaseLimiter.
-func (m *MemoryLimiter) Settle(_ context.Context, key string, limit int64, window time.Duration, id string, used int64, refundable bool) (bool, error) {
+func (m *MemoryLimiter) Settle(_ context.Context, key string, limit int64, window time.Duration, id string, _, used int64, refundable bool) (bool, error) {
 	if err := checkArgs(key, limit, window); err != nil {
 		return false, err
 	}
@@ -141,11 +185,10 @@ func (m *MemoryLimiter) Settle(_ context.Context, key string, limit int64, windo
 	}
 	c.prepare(t, w, bucketWidth(w, m.buckets))
 	c.reclaim(t)
-	l, live := c.leases[id]
+	n, live := c.release(id)
 	delta := used
 	if live {
-		delete(c.leases, id)
-		delta = used - l.n
+		delta = used - n
 		if delta < 0 && !refundable {
 			delta = 0
 		}

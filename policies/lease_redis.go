@@ -3,43 +3,55 @@ package policies
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// leaseField names a reservation's field in a RedisLimiter hash. The
-// letter keeps it apart from the numeric bucket fields (luaPrelude reads
-// any field that is not a number as a lease).
-func leaseField(id string) string { return "l" + id }
+// In Redis a key's reservations live beside its counter hash, in two keys
+// of the same Cluster hash slot (so one script may touch all three): a
+// sorted set of "units:id" members scored by their expiry, and a string
+// holding the sum of their units. Expired reservations are found with
+// ZRANGEBYSCORE, so a call costs the same whatever the number of
+// reservations in flight, and the counter hash keeps the shape older
+// gateways read.
 
-// luaReclaim gives back the key's expired reservations: it returns what
-// it gave back and what the unexpired ones hold. A lease's value is
-// "units:expiry" in microseconds of the script's clock.
-const luaReclaim = `
+// luaLeases reads what the key's reservations hold (KEYS[2] the sorted
+// set, KEYS[3] the sum) and gives back up to 1,000 expired ones per call
+// (a later call takes the rest; unpack is bounded by Lua's C stack).
+const luaLeases = `
 local function reclaim()
-  local back, held, gone = 0, 0, {}
-  for f, v in pairs(leases) do
-    local sep = string.find(v, ':', 1, true)
-    local n = tonumber(string.sub(v, 1, sep - 1))
-    if tonumber(string.sub(v, sep + 1)) <= now then
-      back = back + n
-      gone[#gone + 1] = f
-    else
-      held = held + n
+  local back = 0
+  local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', fmt(now), 'LIMIT', 0, 1000)
+  if #gone > 0 then
+    for _, m in ipairs(gone) do
+      back = back + tonumber(string.sub(m, 1, string.find(m, ':', 1, true) - 1))
     end
+    redis.call('ZREM', KEYS[2], unpack(gone))
+    redis.call('DECRBY', KEYS[3], fmt(back))
+    if back > 0 then refund(back) end
   end
-  for _, f in ipairs(gone) do leases[f] = nil end
-  if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
-  if back > 0 then refund(back) end
-  return back, held
+  return back, tonumber(redis.call('GET', KEYS[3]) or '0')
+end
+-- keep gives the reservation keys the counter's lifetime, or drops them
+-- with it: a reservation must outlive nothing it would give back to.
+local function keep(reset)
+  if reset <= 0 or redis.call('ZCARD', KEYS[2]) == 0 then
+    redis.call('DEL', KEYS[2], KEYS[3])
+  else
+    local ms = fmt(math.ceil(reset / 1000))
+    redis.call('PEXPIRE', KEYS[2], ms)
+    redis.call('PEXPIRE', KEYS[3], ms)
+  end
 end
 `
 
 // reserveScript returns {allowed, remaining, reset_after_us,
-// retry_after_us, reserved, held, reclaimed}. ARGV[6] is the lease field
-// ("" holds nothing), ARGV[7] the lease in microseconds.
-var reserveScript = redis.NewScript(luaPrelude + luaReclaim + `
+// retry_after_us, reserved, held, reclaimed}. ARGV[6] is the reservation
+// id ("" holds nothing), ARGV[7] the lease in microseconds.
+var reserveScript = redis.NewScript(luaPrelude + luaLeases + `
 local back, held = reclaim()
 local allowed, retry, got = 0, 0, 0
 if amount > limit then
@@ -54,35 +66,46 @@ end
 if got > 0 then
   add(got)
   if ARGV[6] ~= '' then
-    redis.call('HSET', key, ARGV[6], fmt(got) .. ':' .. fmt(now + tonumber(ARGV[7])))
+    redis.call('ZADD', KEYS[2], fmt(now + tonumber(ARGV[7])), fmt(got) .. ':' .. ARGV[6])
+    redis.call('INCRBY', KEYS[3], fmt(got))
     held = held + got
   end
 end
 local reset = finish()
+keep(reset)
 local remaining = limit - total
 if remaining < 0 then remaining = 0 end
 return {allowed, remaining, reset, retry, got, held, back}
 `)
 
-// settleScript returns 1 when ARGV[6]'s reservation was still held
-// (settled against it) and 0 when it was not (amount charged in full).
-// ARGV[7] is "1" when an unused reservation may be refunded.
-var settleScript = redis.NewScript(luaPrelude + luaReclaim + `
+// settleScript returns 1 when the reservation ARGV[6] of ARGV[7] units
+// was still held (settled against it) and 0 when it was not (amount
+// charged in full). ARGV[8] is "1" when an unused reservation may be
+// refunded.
+var settleScript = redis.NewScript(luaPrelude + luaLeases + `
 reclaim()
-local v = leases[ARGV[6]]
+local n = tonumber(ARGV[7])
 local live, delta = 0, amount
-if v ~= nil then
+if n > 0 and redis.call('ZREM', KEYS[2], fmt(n) .. ':' .. ARGV[6]) == 1 then
   live = 1
-  redis.call('HDEL', key, ARGV[6])
-  delta = amount - tonumber(string.sub(v, 1, string.find(v, ':', 1, true) - 1))
-  if delta < 0 and ARGV[7] ~= '1' then delta = 0 end
+  redis.call('DECRBY', KEYS[3], fmt(n))
+  delta = amount - n
+  if delta < 0 and ARGV[8] ~= '1' then delta = 0 end
 end
 if delta > 0 then add(delta) elseif delta < 0 then refund(-delta) end
-finish()
+keep(finish())
 return live
 `)
 
 var _ LeaseLimiter = (*RedisLimiter)(nil)
+
+// leaseKeys are the full names of key's counter and of its reservations'
+// sorted set and sum, the latter two tagged into the counter's slot.
+func (r *RedisLimiter) leaseKeys(key string) []string {
+	full := r.prefix + key
+	tag := "{" + slotTag(keySlot(full)) + "}"
+	return []string{full, tag + full + "|leases", tag + full + "|held"}
+}
 
 // Reserve implements LeaseLimiter in one script: reclaiming, admitting
 // and holding are atomic against every instance.
@@ -93,12 +116,8 @@ func (r *RedisLimiter) Reserve(ctx context.Context, key string, limit int64, win
 	if cost < 0 {
 		return Reservation{}, errNegativeCost
 	}
-	field := ""
-	if id != "" {
-		field = leaseField(id)
-	}
-	args := append(r.args(limit, window, cost), field, lease.Microseconds())
-	res, err := reserveScript.Run(ctx, r.client, []string{r.prefix + key}, args...).Int64Slice()
+	args := append(r.args(limit, window, cost), id, lease.Microseconds())
+	res, err := reserveScript.Run(ctx, r.client, r.leaseKeys(key), args...).Int64Slice()
 	if err != nil {
 		return Reservation{}, fmt.Errorf("policies: redis reserve: %w", err)
 	}
@@ -119,7 +138,7 @@ func (r *RedisLimiter) Reserve(ctx context.Context, key string, limit int64, win
 
 // Settle implements LeaseLimiter in one script, so a settlement and the
 // expiry of the same reservation cannot both give it back.
-func (r *RedisLimiter) Settle(ctx context.Context, key string, limit int64, window time.Duration, id string, used int64, refundable bool) (bool, error) {
+func (r *RedisLimiter) Settle(ctx context.Context, key string, limit int64, window time.Duration, id string, reserved, used int64, refundable bool) (bool, error) {
 	if err := checkArgs(key, limit, window); err != nil {
 		return false, err
 	}
@@ -127,10 +146,63 @@ func (r *RedisLimiter) Settle(ctx context.Context, key string, limit int64, wind
 	if refundable {
 		flag = "1"
 	}
-	args := append(r.args(limit, window, used), leaseField(id), flag)
-	live, err := settleScript.Run(ctx, r.client, []string{r.prefix + key}, args...).Int64()
+	args := append(r.args(limit, window, used), id, reserved, flag)
+	live, err := settleScript.Run(ctx, r.client, r.leaseKeys(key), args...).Int64()
 	if err != nil {
 		return false, fmt.Errorf("policies: redis settle: %w", err)
 	}
 	return live == 1, nil
 }
+
+// keySlot is the Redis Cluster hash slot of key: CRC16 (XMODEM) of its
+// hash tag (the text between the first "{" and the next "}", when not
+// empty) or of the whole key, modulo 16384.
+func keySlot(key string) uint16 {
+	for i := 0; i < len(key); i++ {
+		if key[i] == '{' {
+			for j := i + 1; j < len(key); j++ {
+				if key[j] == '}' {
+					if j > i+1 {
+						key = key[i+1 : j]
+					}
+					return crc16(key) & 16383
+				}
+			}
+			break
+		}
+	}
+	return crc16(key) & 16383
+}
+
+// crc16 is CRC-16/XMODEM, the checksum of Redis Cluster's key slots.
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc ^= uint16(s[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}
+
+// slotTags holds, for every slot, a short hash tag that falls in it; a
+// constant table, built on first use (a few milliseconds).
+var slotTags = sync.OnceValue(func() *[16384]string {
+	var t [16384]string
+	for i, left := 0, len(t); left > 0; i++ {
+		s := strconv.Itoa(i)
+		if slot := crc16(s) & 16383; t[slot] == "" {
+			t[slot] = s
+			left--
+		}
+	}
+	return &t
+})
+
+// slotTag returns a hash tag that maps to slot.
+func slotTag(slot uint16) string { return slotTags()[slot] }

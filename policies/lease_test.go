@@ -2,6 +2,7 @@ package policies
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func TestLeaseExpiry(t *testing.T) {
 				t.Fatalf("full budget before any lease ran out: %+v", r)
 			}
 			// b settles in time: 300 reserved, 120 used.
-			if live, err := l.Settle(ctx, "k", limit, window, "b", 120, true); err != nil || !live {
+			if live, err := l.Settle(ctx, "k", limit, window, "b", 300, 120, true); err != nil || !live {
 				t.Fatalf("settle b: %v %v", live, err)
 			}
 			if got := count(t, l, "k", limit, window); got != 400+120+300 {
@@ -67,10 +68,10 @@ func TestLeaseExpiry(t *testing.T) {
 			if r, _ = l.Reserve(ctx, "k", limit, window, 0, "", ttl); r.Reclaimed != 300 || r.Held != 50 {
 				t.Fatalf("report after c's lease: %+v", r)
 			}
-			if live, _ := l.Settle(ctx, "k", limit, window, "c", 70, true); live {
+			if live, _ := l.Settle(ctx, "k", limit, window, "c", 300, 70, true); live {
 				t.Fatal("c settled as live after its lease was given back")
 			}
-			if live, _ := l.Settle(ctx, "k", limit, window, "e", 50, true); !live {
+			if live, _ := l.Settle(ctx, "k", limit, window, "e", 50, 50, true); !live {
 				t.Fatal("e not live")
 			}
 			if got, want := count(t, l, "k", limit, window), int64(120+70+50); got != want {
@@ -110,7 +111,7 @@ func TestLeaseSettleRacesExpiry(t *testing.T) {
 				var wg sync.WaitGroup
 				var live bool
 				wg.Add(2)
-				go func() { defer wg.Done(); live, _ = l.Settle(ctx, key, limit, window, "x", 333, true) }()
+				go func() { defer wg.Done(); live, _ = l.Settle(ctx, key, limit, window, "x", 1000, 333, true) }()
 				go func() { defer wg.Done(); _, _ = l.Reserve(ctx, key, limit, window, 0, "", ttl) }()
 				wg.Wait()
 				if live {
@@ -153,12 +154,72 @@ func TestLeaseKeysStillCount(t *testing.T) {
 			if got := count(t, l, "k", 100, 2*time.Minute); got != 70 {
 				t.Fatalf("count after rebucket = %d", got)
 			}
-			if live, _ := l.Settle(ctx, "k", 100, 2*time.Minute, "a", 5, true); !live {
+			if live, _ := l.Settle(ctx, "k", 100, 2*time.Minute, "a", 60, 5, true); !live {
 				t.Fatal("lease lost")
 			}
 			if got := count(t, l, "k", 100, 2*time.Minute); got != 15 {
 				t.Fatalf("count after settle = %d", got)
 			}
 		})
+	}
+}
+
+// TestLeaseManyExpire: a burst of reservations that all expire (more than
+// the 1,000 a Redis call gives back) is given back by the next calls.
+func TestLeaseManyExpire(t *testing.T) {
+	const n = 1200
+	for _, k := range limiterKinds() {
+		t.Run(k.name, func(t *testing.T) {
+			ctx := context.Background()
+			clock := newFakeClock()
+			l := k.make(t, clock).(LeaseLimiter)
+			for i := range n {
+				if r, err := l.Reserve(ctx, "k", 1e9, time.Hour, 7, "r"+strconv.Itoa(i), time.Second); err != nil || !r.Allowed {
+					t.Fatalf("reserve %d: %+v %v", i, r, err)
+				}
+			}
+			clock.Advance(time.Second)
+			// Redis gives back at most 1,000 a call; the next takes the rest.
+			var back int64
+			for calls := 1; ; calls++ {
+				r, err := l.Reserve(ctx, "k", 1e9, time.Hour, 0, "", time.Second)
+				if err != nil || calls > 2 {
+					t.Fatalf("after the leases, call %d: %+v %v", calls, r, err)
+				}
+				back += r.Reclaimed
+				if r.Held == 0 {
+					break
+				}
+			}
+			if back != 7*n {
+				t.Fatalf("gave back %d, want %d", back, 7*n)
+			}
+			if got := count(t, l, "k", 1e9, time.Hour); got != 0 {
+				t.Fatalf("count %d after every reservation expired", got)
+			}
+		})
+	}
+}
+
+// TestLeaseKeysShareSlot: a counter's reservation keys are in its Redis
+// Cluster slot (CRC16 as Redis computes it, hash tags included), so one
+// script may touch all three on Redis Cluster.
+func TestLeaseKeysShareSlot(t *testing.T) {
+	for key, want := range map[string]uint16{"foo": 12182, "bar": 5061, "hello": 866, "{foo}.x": 12182, "a{}b": keySlot("a{}b")} {
+		if got := keySlot(key); got != want {
+			t.Errorf("keySlot(%q) = %d, want %d", key, got, want)
+		}
+	}
+	if crc16("123456789") != 0x31c3 {
+		t.Errorf("crc16 check value %#x", crc16("123456789"))
+	}
+	for _, prefix := range []string{"llmgw:rl:", "fleet{a}:llmgw:rl:", "odd{:", "x}{y"} {
+		r := &RedisLimiter{prefix: prefix}
+		keys := r.leaseKeys("budget|ws|key|2026-03")
+		for _, k := range keys[1:] {
+			if keySlot(k) != keySlot(keys[0]) {
+				t.Errorf("prefix %q: %q in slot %d, counter %q in %d", prefix, k, keySlot(k), keys[0], keySlot(keys[0]))
+			}
+		}
 	}
 }

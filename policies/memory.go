@@ -216,7 +216,7 @@ type counter struct {
 	window int64
 	// leases are the reservations held under an id (lease.go); nil for
 	// the rate limiter's keys, which never hold any.
-	leases map[string]lease
+	leases *leaseSet
 }
 
 // prepare brings the counter to time t for window w and bucket width g:

@@ -120,23 +120,19 @@ for i = 1, #raw, 2 do
   if raw[i] == 'w' then oldw = tonumber(raw[i + 1]) end
 end
 local rebuild = oldw ~= width
-local live, order, stale, leases = {}, {}, {}, {}
+local live, order, stale = {}, {}, {}
 local total = 0
 for i = 1, #raw, 2 do
   local f = raw[i]
   if f ~= 'w' then
     local b, v = tonumber(f), tonumber(raw[i + 1])
-    if b == nil then
-      -- a reservation held under a lease (lease.go): "l<id>" = "n:expiry"
-      leases[f] = raw[i + 1]
-    elseif rebuild then
+    if rebuild then
       local e = (b + 1) * oldw
       if e > now - window then b = math.min(math.floor((e - 1) / width), cur) else b = nil end
     elseif b < first then
       b = nil
     end
-    if leases[f] ~= nil then
-    elseif b == nil or v <= 0 then
+    if b == nil or v <= 0 then
       stale[#stale + 1] = f
     else
       if live[b] == nil then live[b] = 0; order[#order + 1] = b end
@@ -148,7 +144,6 @@ end
 if rebuild then
   redis.call('DEL', key)
   for b, v in pairs(live) do redis.call('HSET', key, fmt(b), fmt(v)) end
-  for f, v in pairs(leases) do redis.call('HSET', key, f, v) end
 elseif #stale > 0 then
   redis.call('HDEL', key, unpack(stale))
 end
