@@ -125,6 +125,9 @@ func TestBudgetCrashReservationsExpire(t *testing.T) {
 	<-a.exited
 	close(killed)
 	killedAt := time.Now()
+	if _, leases := budgetCounter(t, rc); leases != len(held) {
+		t.Fatalf("%d reservations held in Redis after the kill, want A's %d", leases, len(held))
+	}
 
 	// While A's leases run, B finds the budget reserved.
 	resp, raw := rlChat(t, gatewayURL(), gatewayKey, up.URL, "")
@@ -151,8 +154,8 @@ func TestBudgetCrashReservationsExpire(t *testing.T) {
 		charged += costMicro(t, resp.Header.Get("X-Gateway-Cost"))
 	}
 	// The usage API shows at most the limit; the counter in Redis holds
-	// the settled spend itself (bucket fields) and the reservations still
-	// held (lease fields, "l<id>"): none are left.
+	// the settled spend itself (its bucket fields), and the reservations
+	// still held are a sorted set beside it: none are left.
 	spent, leases := budgetCounter(t, rc)
 	one := charged / int64(max(admitted, 1))
 	t.Logf("A held %d streams (the budget reserved) and was killed; B's first admission %.2fs after the kill (%.2fs after A's first reservation), "+
@@ -176,7 +179,13 @@ func budgetCounter(t *testing.T, rc *redis.Client) (units int64, leases int) {
 		t.Fatal(err)
 	}
 	for _, k := range keys {
-		if typ, _ := rc.Type(ctx, k).Result(); typ != "hash" {
+		switch typ, _ := rc.Type(ctx, k).Result(); typ {
+		case "zset": // the reservations held (policies/lease_redis.go)
+			n, _ := rc.ZCard(ctx, k).Result()
+			leases += int(n)
+			continue
+		case "hash":
+		default:
 			continue
 		}
 		fields, err := rc.HGetAll(ctx, k).Result()
@@ -185,10 +194,6 @@ func budgetCounter(t *testing.T, rc *redis.Client) (units int64, leases int) {
 		}
 		for f, v := range fields {
 			if f == "w" {
-				continue
-			}
-			if strings.HasPrefix(f, "l") {
-				leases++
 				continue
 			}
 			n, _ := strconv.ParseInt(v, 10, 64)
