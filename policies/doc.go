@@ -66,6 +66,17 @@
 // window (rpm to rph) re-buckets the existing units at the latest instant
 // they could have happened, which keeps the guarantee.
 //
+// # Leased reservations
+//
+// The rate limiter's reservations need nothing more: a request that never
+// settles (its instance was killed) leaves the count with the window. A
+// usage limit's window is a month or forever, so its reservations are made
+// through LeaseLimiter.Reserve, which also records them under an id with an
+// expiry (lease.go). The next Reserve or Settle on the key gives back the
+// expired ones first, and Settle removes its own reservation in the same
+// atomic step as the charge, so a reservation is given back once, by its
+// settlement or by its expiry, never both.
+//
 // # Stores
 //
 // Policy records live in Caddy's configured storage (StorageStore), in a
