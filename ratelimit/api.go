@@ -23,6 +23,10 @@ const (
 	apiOwned      = "/v1/policies/"
 	apiCollection = "/v1/policies/rate-limits"
 	apiItem       = apiCollection + "/{id}"
+	// apiUsage is where one group stands on one policy, apiUsageMine where
+	// the caller stands on every policy its identity alone groups (usage.go).
+	apiUsage     = apiItem + "/usage"
+	apiUsageMine = apiCollection + "/usage"
 	// pathParam is the spec's name of the id path parameter, used as the
 	// "param" of a 400 about it.
 	pathParam = "rateLimitsPolicyId"
@@ -54,6 +58,10 @@ func init() {
 	controlplane.Handle("GET "+apiItem, apiOwned, controlplane.RequireScope(ScopeRead, getPolicy))
 	controlplane.Handle("PUT "+apiItem, apiOwned, controlplane.RequireScope(ScopeUpdate, updatePolicy))
 	controlplane.Handle("DELETE "+apiItem, apiOwned, controlplane.RequireScope(ScopeDelete, archivePolicy))
+	// Usage is read with rate_limits.read, as one policy is: a count of
+	// the caller's own workspace's policies, never a secret.
+	controlplane.Handle("GET "+apiUsage, apiOwned, controlplane.RequireScope(ScopeRead, getUsage))
+	controlplane.Handle("GET "+apiUsageMine, apiOwned, controlplane.RequireScope(ScopeRead, listMyUsage))
 }
 
 // createdResponse is the spec's answer to a create.
