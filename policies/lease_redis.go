@@ -100,11 +100,19 @@ return live
 var _ LeaseLimiter = (*RedisLimiter)(nil)
 
 // leaseKeys are the full names of key's counter and of its reservations'
-// sorted set and sum, the latter two tagged into the counter's slot.
+// sorted set and sum, the latter two tagged into the counter's slot. They
+// start with the limiter's prefix (what an ACL key pattern or a fleet's
+// clean-up matches), unless the prefix holds an unmatched brace that
+// would move the tag.
 func (r *RedisLimiter) leaseKeys(key string) []string {
 	full := r.prefix + key
-	tag := "{" + slotTag(keySlot(full)) + "}"
-	return []string{full, tag + full + "|leases", tag + full + "|held"}
+	slot := keySlot(full)
+	tag := "{" + slotTag(slot) + "}"
+	base := r.prefix + tag + key
+	if keySlot(base) != slot {
+		base = tag + full
+	}
+	return []string{full, base + "|leases", base + "|held"}
 }
 
 // Reserve implements LeaseLimiter in one script: reclaiming, admitting

@@ -3,6 +3,7 @@ package policies
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -215,8 +216,11 @@ func TestLeaseKeysShareSlot(t *testing.T) {
 	}
 	for _, prefix := range []string{"llmgw:rl:", "fleet{a}:llmgw:rl:", "odd{:", "x}{y"} {
 		r := &RedisLimiter{prefix: prefix}
-		keys := r.leaseKeys("budget|ws|key|2026-03")
+		keys := r.leaseKeys("budget|ws|{key}|2026-03")
 		for _, k := range keys[1:] {
+			if prefix == "llmgw:rl:" && !strings.HasPrefix(k, prefix) {
+				t.Errorf("%q does not start with the prefix", k)
+			}
 			if keySlot(k) != keySlot(keys[0]) {
 				t.Errorf("prefix %q: %q in slot %d, counter %q in %d", prefix, k, keySlot(k), keys[0], keySlot(keys[0]))
 			}
