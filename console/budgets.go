@@ -37,8 +37,10 @@ type budgetsData struct {
 }
 
 // budgetsPage lists the workspace's usage limits with the signed-in key's
-// spend against each one that applies to it, and its rate-limit
-// policies: three API calls.
+// spend against each one that applies to it, and its rate-limit policies
+// with the key's usage of each: three API calls, a fourth when a policy
+// is grouped by the key alone (its usage, all such policies at once), a
+// fifth for a group looked up (see rateLimits).
 func (h *Handler) budgetsPage(w http.ResponseWriter, r *http.Request, c *ctx) {
 	d := &budgetsData{CanNew: c.can("usage_limits.create"), CanSet: c.can("usage_limits.update"), CanDel: c.can("usage_limits.delete"),
 		CanRateNew: c.can("rate_limits.create"), CanRateSet: c.can("rate_limits.update"), CanArch: c.can("rate_limits.delete")}

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -186,7 +187,7 @@ func (b *browser) has(t *testing.T, sel string) bool {
 func TestConsoleInBrowser(t *testing.T) {
 	b := newBrowser(t)
 	up := newFakeOpenAI(t)
-	consoleSite(t, up.URL)
+	consoleSiteLimited(t, up.URL)
 	chat := []byte(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`)
 	var traces []string
 	for i := 0; i < 3; i++ {
@@ -347,6 +348,33 @@ func TestConsoleInBrowser(t *testing.T) {
 	if got := b.text(t, rrow+" td.limit"); got != "2000" {
 		t.Fatalf("edited rate limit %q", got)
 	}
+	// Usage: the signed-in key's count on the per-key limit, and a group
+	// looked up on a limit per metadata.team.
+	var team struct {
+		ID string `json:"id"`
+	}
+	as(t, keysAdminKey, "POST", "/policies/rate-limits", `{"type":"requests","unit":"rpm","value":100,"name":"per team","conditions":[{"key":"api_key","value":"*"}],"group_by":[{"key":"metadata.team"}]}`, 200, &team)
+	for i := 0; i < 3; i++ {
+		if resp, _ := do(t, "POST", "/chat/completions", chat, "x-gateway-api-key", keysAdminKey, "x-gateway-virtual-key", "fake", "x-gateway-metadata", `{"team":"red"}`); resp.StatusCode != 200 {
+			t.Fatalf("chat under the rate limits: %d", resp.StatusCode)
+		}
+	}
+	trow := `tr[data-rate="per team"]`
+	b.run(t, "rate-limit usage", chromedp.Navigate(base+"/budgets"), chromedp.WaitVisible(chromedp.CSS(trow+" form.lookup")))
+	if got := b.text(t, rrow+" td.rate-used"); got != "3 / 2000" {
+		t.Fatalf("the key's usage of the rate limit %q, want 3 / 2000", got)
+	}
+	if got := b.text(t, rrow+" td.rate-window"); !strings.HasPrefix(got, "all free in ") {
+		t.Fatalf("the window of the rate limit %q", got)
+	}
+	if got := b.text(t, trow+" td.rate-used"); !strings.HasPrefix(got, "per metadata.team") {
+		t.Fatalf("a limit per team shows %q", got)
+	}
+	b.run(t, "looking up a team", chromedp.SendKeys(chromedp.CSS(trow+` input[name="metadata.team"]`), "red"),
+		chromedp.Submit(chromedp.CSS(trow+" form.lookup")), chromedp.WaitVisible(chromedp.CSS(trow+" span.looked")))
+	if got := b.text(t, trow+" span.looked"); !strings.HasPrefix(got, "metadata.team=red: 3 / 100, all free in ") {
+		t.Fatalf("team red's usage %q", got)
+	}
 	b.shot(t, "budgets")
 	b.clean(t, "budgets")
 
@@ -433,4 +461,20 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	b.shot(t, "batches")
 	b.clean(t, "batches")
+}
+
+// consoleSiteLimited is consoleSite with llm_ratelimit in front of
+// llm_gateway, as the example Caddyfile places it, so the budgets page
+// has rate-limit usage to show.
+func consoleSiteLimited(t testing.TB, upstream string) {
+	t.Helper()
+	os.Setenv("TEST_KEYS_ADMIN", keysAdminKey)
+	os.Setenv("TEST_KEYS_ENC", keysEncryptionKey)
+	s := &keysSite{Storage: t.TempDir()}
+	s.LLM = fmt.Sprintf("api_key other "+otherKey+" {\n\t\t\torganisation_id "+keysOrg+"\n\t\t\tworkspace_id "+keysOtherWS+"\n\t\t}\n\t\tledger %q\n\t\tvirtual_key fake {\n\t\t\tprovider openai\n\t\t\tapi_key sk-test-provider\n\t\t\tcustom_host %s\n\t\t}",
+		filepath.Join(t.TempDir(), "ledger.db"), upstream)
+	newHTTPPort()
+	cf := strings.Replace(s.caddyfile(), "\thandle /v1/* {", "\thandle_path /console/* {\n\t\tllm_console\n\t}\n\thandle /v1/* {\n\t\tllm_ratelimit", 1)
+	loadCaddyfile(t, cf)
+	t.Cleanup(http.DefaultTransport.(*http.Transport).CloseIdleConnections)
 }
