@@ -19,15 +19,33 @@ const rlNoReadKey = "rl-no-read-key-0123456789"
 // collection route lists the caller's own usage, another workspace's key
 // gets 404 and a key without rate_limits.read 403; group parameters the
 // policy does not group by are 400s.
+// It runs with the in-process counters and with Redis's (DB 9, the
+// rate-limit tests' own, cleaned of this process's policies only).
 func TestRateLimitUsageAPI(t *testing.T) {
-	up := newFakeOpenAI(t)
-	// The extra key goes into the llm block through the site's Redis
-	// field, which is only text placed there (the limiter stays in memory).
-	loadRL(t, rlSite{Redis: `api_key noread ` + rlNoReadKey + ` {
+	for _, tc := range []struct {
+		name  string
+		redis bool
+	}{{"memory", false}, {"redis", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The extra key goes into the llm block through the site's
+			// Redis field, which is only text placed there.
+			llm := `api_key noread ` + rlNoReadKey + ` {
 			workspace_id ` + rlWS + `
 			organisation_id ` + rlOrg + `
 			scopes completions.write
-		}`})
+		}`
+			if tc.redis {
+				requireRedis(t)
+				llm += "\n\t\t" + redisBlock(false)
+			}
+			loadRL(t, rlSite{Redis: llm})
+			testRateLimitUsage(t)
+		})
+	}
+}
+
+func testRateLimitUsage(t *testing.T) {
+	up := newFakeOpenAI(t)
 	id := createPolicy(t, gatewayKey, `{"type":"requests","unit":"rpm","value":10,"name":"usage","conditions":[{"key":"api_key","value":"*"}],"group_by":[{"key":"api_key"}]}`)
 	start := time.Now()
 	for i := range 3 {

@@ -51,10 +51,12 @@ type usageResponse struct {
 	RetryAfter float64 `json:"retry_after"`
 }
 
-// usageList is the answer of the caller's own usage on every policy.
+// usageList is the answer of the caller's own usage on every policy;
+// HasMore says policies beyond maxListLimit were left out.
 type usageList struct {
-	Object string           `json:"object"`
-	Data   []*usageResponse `json:"data"`
+	Object  string           `json:"object"`
+	Data    []*usageResponse `json:"data"`
+	HasMore bool             `json:"has_more"`
 }
 
 // getUsage answers GET /v1/policies/rate-limits/{id}/usage?<group_by
@@ -103,7 +105,9 @@ func getUsage(w http.ResponseWriter, r *http.Request) {
 // the caller's identity says (api_key, workspace_id, organisation_id).
 // Policies grouped by request attributes (model, metadata...) have no
 // group of "the caller" and are left out: ask for one group with the
-// {id}/usage route. One limiter read per policy listed.
+// {id}/usage route. One limiter read per policy listed, so at most the
+// listing's largest page of them (the oldest; has_more says there are
+// more), which bounds the Redis round trips of one call.
 func listMyUsage(w http.ResponseWriter, r *http.Request) {
 	c := caller(w, r)
 	if c == nil {
@@ -122,6 +126,10 @@ func listMyUsage(w http.ResponseWriter, r *http.Request) {
 	for _, p := range all {
 		if !owned(p, c) || p.Status != policies.StatusActive || !IdentityGrouped(p.GroupBy) {
 			continue
+		}
+		if len(out.Data) == maxListLimit {
+			out.HasMore = true
+			break
 		}
 		a, group, err := groupOf(p, nil, c.Identity)
 		if err != nil {
