@@ -112,8 +112,13 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		}
 		// WAL lets the APIs read while the writer writes; the busy
 		// timeout makes a second process (or a reload's new config) wait
-		// for the lock instead of failing.
-		conn += "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+		// for the lock instead of failing. A 16 MB page cache (SQLite's
+		// default is 2 MB) keeps the indexes' pages in memory instead of
+		// reading them back for every batch, and checkpoints every 8,192
+		// pages instead of 1,000 write a page touched by many batches
+		// once: together 59 → 35 µs of the writer's CPU per record at
+		// 5,000 records a second (docs/performance.md).
+		conn += "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=cache_size(-16384)&_pragma=wal_autocheckpoint(8192)&_txlock=immediate"
 		db, err = sql.Open("sqlite", conn)
 		if err == nil && dsn == ":memory:" {
 			// Each connection of :memory: is its own database.
