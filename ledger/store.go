@@ -120,9 +120,14 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		// 5,000 records a second (docs/performance.md).
 		conn += "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=cache_size(-16384)&_pragma=wal_autocheckpoint(8192)&_txlock=immediate"
 		db, err = sql.Open("sqlite", conn)
-		if err == nil && dsn == ":memory:" {
+		switch {
+		case err == nil && dsn == ":memory:":
 			// Each connection of :memory: is its own database.
 			db.SetMaxOpenConns(1)
+		case err == nil:
+			// Each connection has its own page cache: the writer and
+			// seven readers bound the ledger's memory to 128 MB.
+			db.SetMaxOpenConns(8)
 		}
 	}
 	if err != nil {
