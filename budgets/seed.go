@@ -101,7 +101,12 @@ func (s LedgerSeeder) Used(ctx context.Context, u *UsageLimit, a *policies.Attri
 		}
 		switch {
 		case key == policies.KeyAPIKey:
+			// A key's name is unique within its workspace only (the
+			// counter's group is workspace and name, Policy.GroupKey).
 			f.APIKeys = []string{value}
+			if a.WorkspaceID != "" {
+				f.Workspace = a.WorkspaceID
+			}
 		case key == policies.KeyModel:
 			f.Models = []string{value}
 		case key == policies.KeyProvider:

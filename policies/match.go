@@ -172,6 +172,8 @@ func (p *Policy) Needs() Pending {
 // "c") and ("a", "b|c") differ). The key names are included so that editing
 // a policy's group_by starts new counters instead of reusing ones that
 // counted something else. An absent attribute counts as the empty value.
+// An api_key value is preceded by the key's workspace ("api_key=ws=name"),
+// since key names are unique only within a workspace.
 // It allocates once: the key itself.
 func (p *Policy) GroupKey(a *Attributes) string {
 	// Values and escaped lengths are computed once, on the stack for the
@@ -184,10 +186,23 @@ func (p *Policy) GroupKey(a *Attributes) string {
 	}
 	idLen := escapedLen(p.ID)
 	n := idLen
+	wsLen := -1
 	for i := range p.GroupBy {
 		k := p.GroupBy[i].Key
 		v, _ := a.Get(k)
 		kl, vl := escapedLen(k), escapedLen(v)
+		if k == KeyAPIKey && v != "" {
+			// Key names are unique within a workspace only: grouped by
+			// name alone, two workspaces' keys named alike would share
+			// (and exhaust) one counter under a policy spanning
+			// workspaces (a Caddyfile or organisation policy). The
+			// workspace goes first, ended by an unescaped "=", which no
+			// escaped part holds.
+			if wsLen < 0 {
+				wsLen = escapedLen(a.WorkspaceID)
+			}
+			n += wsLen + 1
+		}
 		vals, lens = append(vals, v), append(lens, kl, vl)
 		n += 2 + kl + vl
 	}
@@ -198,6 +213,10 @@ func (p *Policy) GroupKey(a *Attributes) string {
 		b.WriteByte('|')
 		writeEscaped(&b, p.GroupBy[i].Key, lens[2*i])
 		b.WriteByte('=')
+		if p.GroupBy[i].Key == KeyAPIKey && vals[i] != "" {
+			writeEscaped(&b, a.WorkspaceID, wsLen)
+			b.WriteByte('=')
+		}
 		writeEscaped(&b, vals[i], lens[2*i+1])
 	}
 	return b.String()

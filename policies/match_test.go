@@ -191,10 +191,11 @@ func TestGroupKey(t *testing.T) {
 		a    *Attributes
 		want string
 	}{
-		{"plain", &Attributes{APIKey: "k1", Metadata: map[string]string{"_user": "alice"}}, id + "|api_key=k1|metadata._user=alice"},
-		{"absent is empty", &Attributes{APIKey: "k1"}, id + "|api_key=k1|metadata._user="},
+		{"plain", &Attributes{WorkspaceID: "ws-1", APIKey: "k1", Metadata: map[string]string{"_user": "alice"}}, id + "|api_key=ws-1=k1|metadata._user=alice"},
+		{"absent is empty", &Attributes{WorkspaceID: "ws-1", APIKey: "k1"}, id + "|api_key=ws-1=k1|metadata._user="},
+		{"another workspace's key of the same name", &Attributes{WorkspaceID: "ws-2", APIKey: "k1"}, id + "|api_key=ws-2=k1|metadata._user="},
 		{"nil attributes", nil, id + "|api_key=|metadata._user="},
-		{"escaped", &Attributes{APIKey: `a|b=c\d`}, id + `|api_key=a\|b\=c\\d|metadata._user=`},
+		{"escaped", &Attributes{WorkspaceID: `w=1`, APIKey: `a|b=c\d`}, id + `|api_key=w\=1=a\|b\=c\\d|metadata._user=`},
 	}
 	for _, c := range cases {
 		if got := p.GroupKey(c.a); got != c.want {

@@ -34,7 +34,7 @@ func TestAdmitMatching(t *testing.T) {
 		wantBody bool // the body was read and shared with the gateway
 		wantKey  string
 	}{
-		{name: "workspace", conds: cond("workspace_id", testWS), key: "key-alice", body: chatBody, match: true, wantKey: "api_key=alice"},
+		{name: "workspace", conds: cond("workspace_id", testWS), key: "key-alice", body: chatBody, match: true, wantKey: "api_key=" + testWS + "=alice"},
 		{name: "other org never matches", conds: cond("api_key", "*"), key: "key-carol", body: chatBody},
 		// Tenancy: a policy of alice's workspace never applies to another
 		// workspace of the same organisation, whatever its conditions say.
@@ -177,7 +177,7 @@ func TestAdmitAllOrNothing(t *testing.T) {
 	if v == nil || v.refused == nil || v.refused.policy.ID != tight.ID {
 		t.Fatalf("second: %+v", v)
 	}
-	if r := remaining(t, ctl.limiter, loose, loose.GroupKey(&policies.Attributes{APIKey: "alice"})); r != 99 {
+	if r := remaining(t, ctl.limiter, loose, loose.GroupKey(&policies.Attributes{WorkspaceID: testWS, APIKey: "alice"})); r != 99 {
 		t.Fatalf("loose policy remaining %d after a refused request, want 99 (refunded)", r)
 	}
 }
@@ -309,7 +309,7 @@ func TestSettlement(t *testing.T) {
 			if err := h.ServeHTTP(httptest.NewRecorder(), r, &nextHandler{}); err != nil {
 				t.Fatal(err)
 			}
-			key := tok.GroupKey(&policies.Attributes{APIKey: "alice"})
+			key := tok.GroupKey(&policies.Attributes{WorkspaceID: testWS, APIKey: "alice"})
 			reserved := estimateTokens([]byte(chatBody), int64(len(chatBody)))
 			if got := remaining(t, ctl.limiter, tok, key); got != 1000-reserved {
 				t.Fatalf("before settlement remaining %d, want %d", got, 1000-reserved)
@@ -323,7 +323,7 @@ func TestSettlement(t *testing.T) {
 			if got := remaining(t, ctl.limiter, tok, key); got != 1000-used {
 				t.Fatalf("after settlement remaining %d, want %d", got, 1000-used)
 			}
-			if got := remaining(t, ctl.limiter, reqs, reqs.GroupKey(&policies.Attributes{APIKey: "alice"})); got != 9 {
+			if got := remaining(t, ctl.limiter, reqs, reqs.GroupKey(&policies.Attributes{WorkspaceID: testWS, APIKey: "alice"})); got != 9 {
 				t.Fatalf("requests policy remaining %d, want 9 (a request counts whatever its outcome)", got)
 			}
 		})
