@@ -101,7 +101,7 @@ func TestMigrateToBatchLines(t *testing.T) {
 		t.Run(st.name, func(t *testing.T) {
 			dsn := st.dsn(t)
 			migrations = all[:2]
-			old, err := Open(context.Background(), dsn)
+			old, err := openMigrated(context.Background(), dsn)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -92,12 +92,37 @@ func (s *DB) upsertRollup(ctx context.Context, tx *sql.Tx, recs []Record) error 
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, compareKeys)
+	args := make([]any, 0, min(len(keys), maxChunk)*18)
+	for start := 0; start < len(keys); {
+		n := rowChunk(len(keys) - start)
+		args = args[:0]
+		for _, k := range keys[start : start+n] {
+			v := sums[k]
+			args = append(args, k.hour, k.workspace, k.organisation, k.apiKey, k.virtualKey, k.config, k.provider,
+				k.model, k.cacheState, k.status, v.requests, v.cost, v.costUnknown, v.input, v.output, v.latency, v.first, v.last)
+		}
+		st, err := s.stmt(ctx, tx, stmtRollup, n)
+		if err != nil {
+			return err
+		}
+		if _, err := st.ExecContext(ctx, args...); err != nil {
+			return err
+		}
+		start += n
+	}
+	return nil
+}
+
+// rollupSQL is the rollup's upsert of rows keys.
+func (s *DB) rollupSQL(rows int) string {
 	least, greatest := "MIN", "MAX"
 	if s.d.postgres {
 		least, greatest = "LEAST", "GREATEST"
 	}
 	const row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-	suffix := " ON CONFLICT (" + rollupKeyColumns + ") DO UPDATE SET " +
+	return "INSERT INTO llm_ledger_rollup (" + rollupColumns + ") VALUES " +
+		strings.TrimSuffix(strings.Repeat(row+", ", rows), ", ") +
+		" ON CONFLICT (" + rollupKeyColumns + ") DO UPDATE SET " +
 		"requests = llm_ledger_rollup.requests + excluded.requests, " +
 		"cost_nano_usd = llm_ledger_rollup.cost_nano_usd + excluded.cost_nano_usd, " +
 		"cost_unknown = llm_ledger_rollup.cost_unknown + excluded.cost_unknown, " +
@@ -106,23 +131,6 @@ func (s *DB) upsertRollup(ctx context.Context, tx *sql.Tx, recs []Record) error 
 		"latency_us = llm_ledger_rollup.latency_us + excluded.latency_us, " +
 		"first_ts = " + least + "(llm_ledger_rollup.first_ts, excluded.first_ts), " +
 		"last_ts = " + greatest + "(llm_ledger_rollup.last_ts, excluded.last_ts)"
-	const chunk = 200
-	args := make([]any, 0, min(len(keys), chunk)*18)
-	for start := 0; start < len(keys); start += chunk {
-		part := keys[start:min(start+chunk, len(keys))]
-		args = args[:0]
-		for _, k := range part {
-			v := sums[k]
-			args = append(args, k.hour, k.workspace, k.organisation, k.apiKey, k.virtualKey, k.config, k.provider,
-				k.model, k.cacheState, k.status, v.requests, v.cost, v.costUnknown, v.input, v.output, v.latency, v.first, v.last)
-		}
-		q := "INSERT INTO llm_ledger_rollup (" + rollupColumns + ") VALUES " +
-			strings.TrimSuffix(strings.Repeat(row+", ", len(part)), ", ") + suffix
-		if _, err := tx.ExecContext(ctx, s.d.bind(q), args...); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func compareKeys(a, b rollupKey) int {

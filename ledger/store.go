@@ -32,7 +32,8 @@ type DB struct {
 	db *sql.DB
 	d  dialect
 	// dsn names the database in errors without its credentials.
-	name string
+	name  string
+	stmts stmts
 }
 
 // Ping reports whether the database answers within ctx: readiness
@@ -88,6 +89,20 @@ func (d dialect) metadataArg(key string) string {
 // for PostgreSQL, else the path of a SQLite file (":memory:" for a
 // private in-memory database), and applies the schema's migrations.
 func Open(ctx context.Context, dsn string) (*DB, error) {
+	s, err := openMigrated(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.prepare(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("ledger: preparing statements on %s: %v", s.name, err)
+	}
+	return s, nil
+}
+
+// openMigrated is Open without preparing the writer's statements (a
+// test opens a database at an older step of the schema with it).
+func openMigrated(ctx context.Context, dsn string) (*DB, error) {
 	var (
 		db  *sql.DB
 		err error
@@ -164,7 +179,10 @@ func (s *DB) migrateRetrying(ctx context.Context) error {
 }
 
 // Close closes the database.
-func (s *DB) Close() error { return s.db.Close() }
+func (s *DB) Close() error {
+	s.closeStmts()
+	return s.db.Close()
+}
 
 // Postgres reports whether the database is PostgreSQL.
 func (s *DB) Postgres() bool { return s.d.postgres }
@@ -175,10 +193,6 @@ const columns = "ts, trace_id, api_key, workspace_id, organisation_id, virtual_k
 	"cost_nano_usd, latency_us, ttft_us, cache_state, retries, metadata, batch_id, custom_id, estimated"
 
 const nColumns = 26
-
-// insertChunk is the most rows one INSERT statement carries, well below
-// both databases' limits on a statement's parameters.
-const insertChunk = 200
 
 // Insert implements Store.
 func (s *DB) Insert(ctx context.Context, recs []Record) error {
@@ -194,29 +208,21 @@ func (s *DB) Insert(ctx context.Context, recs []Record) error {
 	if err != nil {
 		return err
 	}
-	args := make([]any, 0, min(len(recs), insertChunk)*nColumns)
-	var stmt *sql.Stmt
-	for start := 0; start < len(recs); start += insertChunk {
-		chunk := recs[start:min(start+insertChunk, len(recs))]
+	args := make([]any, 0, min(len(recs), maxChunk)*nColumns)
+	for start := 0; start < len(recs); {
+		n := rowChunk(len(recs) - start)
 		args = args[:0]
-		for i := range chunk {
-			args = appendArgs(args, &chunk[i])
+		for i := start; i < start+n; i++ {
+			args = appendArgs(args, &recs[i])
 		}
-		if len(chunk) == insertChunk && stmt != nil {
-			_, err = stmt.ExecContext(ctx, args...)
-		} else {
-			q := s.d.bind(insertSQL(len(chunk)))
-			if len(chunk) == insertChunk {
-				if stmt, err = tx.PrepareContext(ctx, q); err == nil {
-					_, err = stmt.ExecContext(ctx, args...)
-				}
-			} else {
-				_, err = tx.ExecContext(ctx, q, args...)
-			}
-		}
+		st, err := s.stmt(ctx, tx, stmtInsert, n)
 		if err != nil {
 			return err
 		}
+		if _, err := st.ExecContext(ctx, args...); err != nil {
+			return err
+		}
+		start += n
 	}
 	if err := s.upsertRollup(ctx, tx, rolled); err != nil {
 		return err
@@ -248,14 +254,17 @@ func (s *DB) insertLines(ctx context.Context, tx *sql.Tx, recs []Record) (bulk, 
 		}
 	}
 	plain := len(rolled)
-	q := s.d.bind(insertSQL(1) + " ON CONFLICT DO NOTHING")
+	st, err := s.stmt(ctx, tx, stmtInsertLine, 1)
+	if err != nil {
+		return nil, nil, err
+	}
 	args := make([]any, 0, nColumns)
 	for i := range recs {
 		r := &recs[i]
 		if r.BatchID == "" {
 			continue
 		}
-		res, err := tx.ExecContext(ctx, q, appendArgs(args[:0], r)...)
+		res, err := st.ExecContext(ctx, appendArgs(args[:0], r)...)
 		if err != nil {
 			return nil, nil, err
 		}
