@@ -14,7 +14,7 @@ import (
 // Defaults of Config.
 const (
 	DefaultQueue     = 16384
-	DefaultBatch     = 500
+	DefaultBatch     = 2000
 	DefaultFlush     = 200 * time.Millisecond
 	DefaultRetention = 90 * 24 * time.Hour
 	// sweepEvery is how often records past the retention are deleted.

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"strings"
 )
 
 // The writer's statements are prepared once and kept: parsing a
@@ -74,7 +75,15 @@ func (s *DB) prepareOne(ctx context.Context, k stmtKey) error {
 func (s *DB) stmtSQL(k stmtKey) string {
 	switch k.kind {
 	case stmtInsert:
-		return insertSQL(k.rows)
+		q := insertSQL(k.rows)
+		if !s.d.postgres {
+			// A multi-row INSERT that may abort halfway makes SQLite keep
+			// a statement journal of every page it touches, to undo its
+			// own rows; OR FAIL keeps the rows before a failing one, and
+			// the transaction, rolled back on any error, undoes them.
+			q = "INSERT OR FAIL" + strings.TrimPrefix(q, "INSERT")
+		}
+		return q
 	case stmtInsertLine:
 		return insertSQL(1) + " ON CONFLICT DO NOTHING"
 	default:
