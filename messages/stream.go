@@ -49,8 +49,13 @@ type StreamWriter struct {
 	stop    string
 	usage   *providers.Usage
 	err     error
-	// cur holds the chunk being read; onChunk, onChoice, onDelta and
-	// onTool fill it.
+	// view is the chunk being handled: scan reads the usual chunk into
+	// it (chunkscan.go), the gjson walk any other, through cur, which
+	// onChunk, onFirst, onChoice, onDelta and onTool fill. gjsonOnly
+	// turns scan off, for the tests that compare the two.
+	view                                        chunkView
+	scan                                        chunkScan
+	gjsonOnly                                   bool
 	cur                                         chunkFields
 	onChunk, onFirst, onChoice, onDelta, onTool func(k, v gjson.Result) bool
 }
@@ -117,14 +122,56 @@ func (s *StreamWriter) event(_, data []byte) bool {
 		s.end()
 		return false
 	}
-	// gjson walks without recursion and stops at malformed JSON, so a
-	// hostile chunk costs one pass and gives empty values. One pass over
-	// the chunk's members, then its first choice's and delta's: a chunk
-	// is read once, not once per field, into s.cur through funcs bound
-	// once (a closure per chunk would allocate).
-	s.cur = chunkFields{}
 	// Read in place: nothing taken from the chunk outlives this event
-	// (its text is copied into s.out, usage into numbers).
+	// (its text is copied into s.out, usage into numbers). The usual
+	// chunk is read by scanChunk in one pass; any other by the gjson
+	// walk, which reads every chunk the same way.
+	v := &s.view
+	*v = chunkView{}
+	if s.gjsonOnly || !s.scan.scan(data, v) {
+		*v = chunkView{}
+		if !s.gjsonChunk(data, v) {
+			return false
+		}
+	}
+	if !s.started {
+		s.start(v.id, v.model)
+	}
+	if v.hasUsage {
+		s.usage = chatUsage(v.usage)
+	}
+	if !v.choice {
+		return true
+	}
+	if v.reasoning != "" {
+		s.textDelta("thinking", v.reasoning)
+	}
+	if v.content != "" {
+		s.textDelta("text", v.content)
+	}
+	if v.tools.IsArray() {
+		v.tools.ForEach(s.onTool)
+	}
+	if v.finish != "" {
+		s.stop = StopReason(v.finish)
+		if v.finish == "stop" {
+			if s.seq = MatchedStop(v.matched, s.stops); s.seq != "" {
+				s.stop = "stop_sequence"
+			}
+		}
+	}
+	return true
+}
+
+// gjsonChunk reads any chunk into v with gjson, which walks without
+// recursion and stops at malformed JSON, so a hostile chunk costs one
+// pass and gives empty values. One pass over the chunk's members, then
+// its first choice's and delta's: a chunk is read once, not once per
+// field, into s.cur through funcs bound once (a closure per chunk would
+// allocate). A chunk that reports an error ends the stream with it, and
+// gjsonChunk reports false.
+func (s *StreamWriter) gjsonChunk(data []byte, v *chunkView) bool {
+	s.cur = chunkFields{}
 	gjson.Parse(byteview.String(data)).ForEach(s.onChunk)
 	c := &s.cur
 	if c.err.Exists() {
@@ -138,38 +185,29 @@ func (s *StreamWriter) event(_, data []byte) bool {
 		s.fail(TypeAPI, msg)
 		return false
 	}
-	if !s.started {
-		s.start(c.id.String(), c.model.String())
-	}
+	v.id, v.model = c.id.String(), c.model.String()
 	if c.usage.IsObject() {
-		s.usage = chatUsage([]byte(c.usage.Raw))
+		v.usage, v.hasUsage = []byte(c.usage.Raw), true
 	}
 	if !c.choice.IsObject() {
 		return true
 	}
+	v.choice = true
 	c.choice.ForEach(s.onChoice)
 	c.delta.ForEach(s.onDelta)
-	if c.reasoning.Str != "" {
-		s.textDelta("thinking", c.reasoning.Str)
+	v.reasoning = c.reasoning.Str
+	if c.content.Type == gjson.String {
+		v.content = c.content.Str
 	}
-	if c.content.Type == gjson.String && c.content.Str != "" {
-		s.textDelta("text", c.content.Str)
+	v.tools = c.tools
+	if c.finish.Type == gjson.String {
+		v.finish = c.finish.Str
 	}
-	if c.tools.IsArray() {
-		c.tools.ForEach(s.onTool)
-	}
-	if c.finish.Type == gjson.String && c.finish.Str != "" {
-		s.stop = StopReason(c.finish.Str)
-		if c.finish.Str == "stop" {
-			if s.seq = MatchedStop(c.matched.Str, s.stops); s.seq != "" {
-				s.stop = "stop_sequence"
-			}
-		}
-	}
+	v.matched = c.matched.Str
 	return true
 }
 
-// chunkFields are the members of one chat chunk the writer reads.
+// chunkFields are the members of one chat chunk the gjson walk reads.
 type chunkFields struct {
 	id, model, choice, err, usage gjson.Result
 	delta, finish, matched        gjson.Result
