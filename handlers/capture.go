@@ -296,10 +296,17 @@ type flushWriter struct {
 }
 
 func (f flushWriter) Write(p []byte) (int, error) {
-	if f.tee != nil {
-		f.tee.teeWrite(p)
-		if bytes.Contains(p, sseDoneEvent) || bytes.Contains(p, messageStopEvent) {
-			f.tee.storeStream()
+	if t := f.tee; t != nil {
+		t.teeWrite(p)
+		if !t.stored && !t.teeFull {
+			// An end marker may begin in an earlier write (a provider
+			// read cut it): look at p and the bytes before it that the
+			// longer marker could span.
+			b := t.tee.Bytes()
+			b = b[max(0, len(b)-len(p)-len(messageStopEvent)+1):]
+			if bytes.Contains(b, sseDoneEvent) || bytes.Contains(b, messageStopEvent) {
+				t.storeStream()
+			}
 		}
 	}
 	n, err := f.w.Write(p)

@@ -30,8 +30,7 @@ const HeaderTokenEstimate = "X-Gateway-Token-Estimate"
 
 // messageStopEvent ends a complete Messages stream, as data: [DONE] ends
 // a chat stream: a native stream's transcript is stored for the response
-// cache when it is written (flushWriter). A stream whose last read split
-// it is not stored (a later request misses, nothing worse).
+// cache when it is written (flushWriter), in one write or cut across two.
 var messageStopEvent = []byte("event: message_stop\n")
 
 // messagesAdapter is the FormatAdapter of one Messages API call.

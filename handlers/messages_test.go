@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
@@ -86,5 +87,51 @@ func TestMessagesErrorShape(t *testing.T) {
 	o.streamError(apierror.New(http.StatusBadGateway, apierror.TypeUpstream, "cut"))
 	if w.Body.String() != "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"cut\"}}\n\n" {
 		t.Fatalf("%q", w.Body)
+	}
+}
+
+// TestStreamStoredWhenEndMarkerIsSplit: a stream is stored for the cache
+// even when a provider read cut its end marker (Anthropic's event:
+// message_stop, or a chat stream's data: [DONE]) across two writes, at
+// any byte, and when it arrives a byte at a time.
+func TestStreamStoredWhenEndMarkerIsSplit(t *testing.T) {
+	streams := map[string]string{
+		"messages": "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"content\":[]}}\n\n" +
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n" +
+			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+		"chat": "data: {\"object\":\"chat.completion.chunk\"}\n\ndata: [DONE]\n\n",
+	}
+	markers := map[string]string{"messages": string(messageStopEvent), "chat": string(sseDoneEvent)}
+	for name, stream := range streams {
+		m := strings.Index(stream, markers[name])
+		var cuts [][]int
+		for at := m - 1; at <= m+len(markers[name])+1; at++ {
+			cuts = append(cuts, []int{at})
+		}
+		var bytewise []int
+		for at := 1; at < len(stream); at++ {
+			bytewise = append(bytewise, at)
+		}
+		cuts = append(cuts, bytewise)
+		for _, cut := range cuts {
+			rec := httptest.NewRecorder()
+			stored := 0
+			c := &capture{client: rec, store: func(body []byte, stream bool) {
+				stored++
+				if !stream || !strings.Contains(string(body), markers[name]) {
+					t.Errorf("%s: stored %q", name, body)
+				}
+			}}
+			c.startTee(1 << 20)
+			fw := flushWriter{w: rec, tee: c}
+			prev := 0
+			for _, at := range append(cut, len(stream)) {
+				_, _ = fw.Write([]byte(stream[prev:at]))
+				prev = at
+			}
+			if stored != 1 || rec.Body.String() != stream {
+				t.Fatalf("%s cut at %v: stored %d times", name, cut[:min(len(cut), 3)], stored)
+			}
+		}
 	}
 }
