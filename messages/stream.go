@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"strconv"
+	"sync"
 
 	"github.com/tidwall/gjson"
 
@@ -34,7 +35,10 @@ type StreamWriter struct {
 	seq   string
 	dec   oaiwire.Decoder
 	each  oaiwire.Handler
-	out   []byte
+	// out gathers the events of one Write; outp is the pooled buffer
+	// it came from, given back by Close.
+	out  []byte
+	outp *[]byte
 
 	started, finished bool
 	// next is the index of the next content block; open is the index
@@ -63,7 +67,8 @@ type StreamWriter struct {
 // NewStreamWriter returns a writer translating a chat stream for a
 // request for model with stop_sequences stops into dst.
 func NewStreamWriter(dst io.Writer, model string, stops []string) *StreamWriter {
-	s := &StreamWriter{dst: dst, model: model, stops: stops, open: -1, out: make([]byte, 0, 512)}
+	bp := outBufs.Get().(*[]byte)
+	s := &StreamWriter{dst: dst, model: model, stops: stops, open: -1, out: (*bp)[:0], outp: bp}
 	s.each = s.event
 	s.onChunk, s.onFirst, s.onChoice, s.onDelta, s.onTool = s.chunkMember, s.firstChoice, s.choiceMember, s.deltaMember, s.toolMember
 	return s
@@ -88,7 +93,8 @@ func (s *StreamWriter) Write(p []byte) (int, error) {
 }
 
 // Close ends the translation: a stream that did not end (failed says why
-// reading it broke off) ends with an error event.
+// reading it broke off) ends with an error event. The writer writes
+// nothing after it (its buffer goes to the next stream's writer).
 func (s *StreamWriter) Close(failed error) error {
 	if !s.finished {
 		s.dec.End(s.each)
@@ -101,8 +107,22 @@ func (s *StreamWriter) Close(failed error) error {
 		s.fail(TypeAPI, msg)
 	}
 	s.flush()
+	if s.outp != nil && cap(s.out) <= maxPooledOut {
+		*s.outp = s.out[:0]
+		outBufs.Put(s.outp)
+	}
+	s.out, s.outp = nil, nil
 	return s.err
 }
+
+// outBufs recycles the writers' output buffers. One grows to what a
+// read of the provider's stream translates to, several KB when a read
+// brings many chunks, and a buffer per stream (grown step by step) was
+// most of what a translated stream allocated.
+var outBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// maxPooledOut bounds the buffers kept for reuse.
+const maxPooledOut = 64 << 10
 
 // Usage is the usage the chat stream reported, if any.
 func (s *StreamWriter) Usage() *providers.Usage { return s.usage }

@@ -166,3 +166,28 @@ func FuzzStreamWriter(f *testing.F) {
 		}
 	})
 }
+
+// TestStreamWriterAfterClose: Close gives the writer's buffer back for
+// the next stream; a write or a Close after it writes nothing more.
+func TestStreamWriterAfterClose(t *testing.T) {
+	var out bytes.Buffer
+	s := NewStreamWriter(&out, "claude-x", nil)
+	in := chatSSE(`{"id":"chatcmpl-1","model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":"Hi"}}]}`, `[DONE]`)
+	if _, err := s.Write([]byte(in)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(nil); err != nil {
+		t.Fatal(err)
+	}
+	done := out.String()
+	// The next writer may hold the same buffer.
+	var next bytes.Buffer
+	n := NewStreamWriter(&next, "claude-x", nil)
+	_, _ = n.Write([]byte(in))
+	_, _ = s.Write([]byte(in))
+	_ = s.Close(nil)
+	_ = n.Close(nil)
+	if out.String() != done || next.String() != done {
+		t.Fatalf("after Close:\n%q\nthe next stream:\n%q\nwant\n%q", out.String(), next.String(), done)
+	}
+}
