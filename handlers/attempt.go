@@ -382,7 +382,13 @@ func (e *executor) upstreamRequest(ctx context.Context, call *providers.Call, u 
 	// provider connection stays in the pool.
 	r2.Close = false
 	r2.ContentLength = int64(len(u.Body))
-	if body := u.Body; len(body) > 0 {
+	if body, buf := u.Body, e.q.body; buf.Owns(body) {
+		// The client's body in its lent buffer: each reader holds the
+		// buffer until the transport closes it, which may be after the
+		// flight ended (bodybuf).
+		r2.Body = buf.NewReader(body)
+		r2.GetBody = func() (io.ReadCloser, error) { return buf.NewReader(body), nil }
+	} else if len(body) > 0 {
 		r2.Body = io.NopCloser(bytes.NewReader(body))
 		// net/http may resend the body on a fresh connection when a
 		// pooled one turns out closed.

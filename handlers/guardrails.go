@@ -12,6 +12,7 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/guardrails"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/bodybuf"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
@@ -365,7 +366,7 @@ func (f *flight) logHooks(h *hookRecord) {
 // answer was sent, to the llm app's bounded pool; their results are
 // logged under the request's trace id. A run that does not fit in the
 // pool is dropped, counted and (rate-limited) logged by the pool.
-func (g *Gateway) runAsync(_ context.Context, h *hookRecord, traceID string) {
+func (g *Gateway) runAsync(_ context.Context, h *hookRecord, traceID string, body *bodybuf.Buf) {
 	if h == nil {
 		return
 	}
@@ -374,6 +375,9 @@ func (g *Gateway) runAsync(_ context.Context, h *hookRecord, traceID string) {
 		if !r.HasAsync() {
 			continue
 		}
+		// The hooks read the request body after the flight ends: its
+		// lent buffer is left to the garbage collector.
+		body.Keep()
 		field := "before_request_hooks"
 		if i == 1 {
 			field = "after_request_hooks"

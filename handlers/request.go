@@ -11,6 +11,7 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/bodybuf"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/byteview"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/prompts"
@@ -33,6 +34,10 @@ type Request struct {
 	// Call is the call to make: the client's, or for a prompt completion
 	// the chat completion its prompt renders to.
 	Call providers.Call
+	// body is the lent buffer holding the client's body, if any
+	// (readBody): readers of it handed to a transport hold it
+	// (outboundRequest), and the flight gives it back when it ends.
+	body *bodybuf.Buf
 	// URLPath is the request's URL path, "/v1/…".
 	URLPath string
 	// ClientHeader is the client's HTTP header, for what is forwarded.
@@ -102,7 +107,7 @@ func (g *Gateway) parse(r *http.Request, f *flight) (*Request, error) {
 	c.Op = providers.OperationFor(r.Method, path)
 	c.Method, c.Path, c.RawQuery, c.Header = r.Method, path, r.URL.RawQuery, r.Header
 
-	if c.Body, err = g.readBody(r, &f.out); err != nil {
+	if c.Body, q.body, err = g.readBody(r, &f.out, pooledOp(c.Op)); err != nil {
 		return q, err
 	}
 	// Prompt completions lie under the prompt API's prefix but are
@@ -121,44 +126,68 @@ func (g *Gateway) parse(r *http.Request, f *flight) (*Request, error) {
 
 // readBody reads the whole body, bounded by the configured limit, because
 // retries and fallbacks must be able to send it again.
-func (g *Gateway) readBody(r *http.Request, out *responder) ([]byte, error) {
+// With pool set, a large body of declared size is read into a buffer
+// lent by package bodybuf (returned too, nil otherwise), which the flight
+// gives back when it ends (endFlight).
+func (g *Gateway) readBody(r *http.Request, out *responder, pool bool) ([]byte, *bodybuf.Buf, error) {
 	limit := g.MaxRequestBody
 	if body, ok := ingress.Body(r); ok {
 		if int64(len(body)) > limit {
-			return nil, tooLarge(limit)
+			return nil, nil, tooLarge(limit)
 		}
-		return body, nil
+		return body, nil, nil
 	}
 	if r.Body == nil || r.Body == http.NoBody {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if r.ContentLength > limit {
-		return nil, tooLarge(limit)
+		return nil, nil, tooLarge(limit)
 	}
 	if r.ContentLength > 0 {
 		// The usual case: the size is declared (and already bounded),
-		// so one exact allocation and no limiting reader; net/http ends
-		// the body at Content-Length.
-		body := make([]byte, r.ContentLength)
+		// so one exact allocation (or a lent buffer) and no limiting
+		// reader; net/http ends the body at Content-Length.
+		var buf *bodybuf.Buf
+		if pool {
+			buf = bodybuf.Get(r.ContentLength)
+		}
+		body := buf.Bytes()
+		if buf == nil {
+			body = make([]byte, r.ContentLength)
+		}
 		if _, err := io.ReadFull(r.Body, body); err != nil {
+			buf.Release()
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
 				// A request_body limit in front of the gateway.
-				return nil, tooLarge(mbe.Limit)
+				return nil, nil, tooLarge(mbe.Limit)
 			}
-			return nil, apierror.New(http.StatusBadRequest, apierror.TypeInvalidRequest, "could not read the request body")
+			return nil, nil, apierror.New(http.StatusBadRequest, apierror.TypeInvalidRequest, "could not read the request body")
 		}
-		return body, nil
+		return body, buf, nil
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(out.w, r.Body, limit))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, tooLarge(limit)
+			return nil, nil, tooLarge(limit)
 		}
-		return nil, apierror.New(http.StatusBadRequest, apierror.TypeInvalidRequest, "could not read the request body")
+		return nil, nil, apierror.New(http.StatusBadRequest, apierror.TypeInvalidRequest, "could not read the request body")
 	}
-	return body, nil
+	return body, nil, nil
+}
+
+// pooledOp reports whether the body of an op may be read into a lent
+// buffer: the inference calls whose bodies go to a provider and are never
+// stored. The Responses API stores its input, files and batches store
+// uploads, and the control plane keeps what it is sent, so those bodies
+// are allocated as before.
+func pooledOp(op providers.Operation) bool {
+	switch op {
+	case providers.OpChat, providers.OpCompletions, providers.OpEmbeddings, providers.OpMessages:
+		return true
+	}
+	return false
 }
 
 func tooLarge(limit int64) error {

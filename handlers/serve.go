@@ -105,6 +105,11 @@ func (g *Gateway) endFlight(r *http.Request, f *flight, err error) {
 	g.app.UsageLedger().Record(&f.entry)
 	f.entry.Log(r, g.logger)
 	observe.RunDone(r, &f.entry)
+	if f.q != nil {
+		// Last: nothing of the request is read after this but by the
+		// transports still holding a reader of the body.
+		f.q.body.Release()
+	}
 }
 
 // serve is the pipeline: parse → local? → plan → run. A returned error
@@ -175,7 +180,7 @@ func (g *Gateway) run(r *http.Request, q *Request, f *flight) error {
 	res := f.res
 	if res != nil && res.hooks != nil {
 		// Async hooks run once the answer below was sent.
-		defer g.runAsync(r.Context(), res.hooks, f.out.traceID)
+		defer g.runAsync(r.Context(), res.hooks, f.out.traceID, q.body)
 	}
 	if res != nil && res.held != nil && !f.out.committed() {
 		f.out.held(res.held, res.info(), q.Envelope)
