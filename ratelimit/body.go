@@ -74,7 +74,21 @@ func (h *Handler) takeBody(q *request) ([]byte, bool) {
 		q.size = r.ContentLength
 		return nil, false
 	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, h.MaxRequestBody+1))
+	var (
+		b   []byte
+		err error
+	)
+	if r.ContentLength > 0 {
+		// The size is declared and bounded: one exact allocation
+		// instead of ReadAll's doublings (a 200 KB prompt cost ten
+		// copies and twice its size in garbage).
+		b = make([]byte, r.ContentLength)
+		var n int
+		n, err = io.ReadFull(r.Body, b)
+		b = b[:n]
+	} else {
+		b, err = io.ReadAll(io.LimitReader(r.Body, h.MaxRequestBody+1))
+	}
 	q.size = int64(len(b))
 	if err != nil || q.size > h.MaxRequestBody {
 		r.Body = struct {
