@@ -2,8 +2,11 @@ package messages
 
 import (
 	"bytes"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -153,4 +156,48 @@ func FuzzChunkScan(f *testing.F) {
 			t.Fatalf("%q:\nscan %q\nwalk %q", chunk, a, b)
 		}
 	})
+}
+
+// TestChunkScanEscapesMatchGJSON: strings made of every kind of escape
+// (surrogate pairs, lone and mismatched surrogates, \u of control and
+// line separator characters), raw UTF-8, invalid UTF-8 and control bytes
+// are read by scanChunk as gjson reads them, in every member the writer
+// reads.
+func TestChunkScanEscapesMatchGJSON(t *testing.T) {
+	pieces := []string{
+		"a", " ", "é", "中", "\xff", "\xe4\xb8", "\x01", "\t",
+		`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`,
+		`\u0041`, `\u00e9`, `\u4E2D`, `\u0000`, `\u001f`, `\u2028`, `\u2029`, `\ufffd`,
+		`\ud83d\ude00`, `\ud83d`, `\ude00`, `\ud83d\u0041`, `\udc00\ud800`, `\ud83d\ud83d`,
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	str := func() string {
+		var b strings.Builder
+		for n := rng.IntN(6); n > 0; n-- {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		return b.String()
+	}
+	scannedN := 0
+	for i := 0; i < 3000; i++ {
+		chunk := fmt.Sprintf(`{"id":"%s","model":"%s","choices":[{"index":0,"delta":{"reasoning_content":"%s","content":"%s"},"finish_reason":"%s","stop_reason":"%s"}]}`,
+			str(), str(), str(), str(), str(), str())
+		fast, walk, scanned, walked := readBoth(t, []byte(chunk))
+		if scanned && (!walked || !sameView(fast, walk)) {
+			t.Fatalf("%q:\nscan %+v\nwalk %+v", chunk, fast, walk)
+		}
+		if scanned {
+			scannedN++
+		}
+		in := chatSSE(chunk, usualChunks[5], `[DONE]`)
+		if a, b := writeStream(in, len(in), false), writeStream(in, len(in), true); a != b {
+			t.Fatalf("%q:\nscan %q\nwalk %q", chunk, a, b)
+		}
+	}
+	// Most strings hold no raw control byte before an escape, and
+	// those are the scanner's.
+	if scannedN < 1000 {
+		t.Fatalf("only %d of 3000 chunks scanned", scannedN)
+	}
+	t.Logf("%d of 3000 chunks scanned", scannedN)
 }
