@@ -158,17 +158,18 @@ func FuzzChunkScan(f *testing.F) {
 	})
 }
 
-// TestChunkScanEscapesMatchGJSON: strings made of every kind of escape
-// (surrogate pairs, lone and mismatched surrogates, \u of control and
-// line separator characters), raw UTF-8, invalid UTF-8 and control bytes
-// are read by scanChunk as gjson reads them, in every member the writer
-// reads.
+// TestChunkScanEscapesMatchGJSON: 10,000 chunks whose strings mix every
+// kind of escape (surrogate pairs, lone and mismatched surrogates, \u of
+// control and line separator characters), raw and invalid UTF-8, control
+// bytes and brackets are read by scanChunk as gjson reads them, in every
+// member the writer reads and in members it skips.
 func TestChunkScanEscapesMatchGJSON(t *testing.T) {
 	pieces := []string{
 		"a", " ", "é", "中", "\xff", "\xe4\xb8", "\x01", "\t",
 		`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`,
 		`\u0041`, `\u00e9`, `\u4E2D`, `\u0000`, `\u001f`, `\u2028`, `\u2029`, `\ufffd`,
 		`\ud83d\ude00`, `\ud83d`, `\ude00`, `\ud83d\u0041`, `\udc00\ud800`, `\ud83d\ud83d`,
+		"(", ")", "[", "]", "{", "}", `\\\"`, ",", ":",
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	str := func() string {
@@ -179,9 +180,11 @@ func TestChunkScanEscapesMatchGJSON(t *testing.T) {
 		return b.String()
 	}
 	scannedN := 0
-	for i := 0; i < 3000; i++ {
-		chunk := fmt.Sprintf(`{"id":"%s","model":"%s","choices":[{"index":0,"delta":{"reasoning_content":"%s","content":"%s"},"finish_reason":"%s","stop_reason":"%s"}]}`,
-			str(), str(), str(), str(), str(), str())
+	for i := 0; i < 10000; i++ {
+		// Skipped members too, nested ones among them (gjson steps
+		// over those by counting brackets outside strings).
+		chunk := fmt.Sprintf(`{"id":"%s","system_fingerprint":"%s","model":"%s","choices":[{"index":0,"content_filter_results":{"a":["%s",{"b":"%s"}]},"delta":{"reasoning_content":"%s","content":"%s"},"finish_reason":"%s","stop_reason":"%s"}]}`,
+			str(), str(), str(), str(), str(), str(), str(), str(), str())
 		fast, walk, scanned, walked := readBoth(t, []byte(chunk))
 		if scanned && (!walked || !sameView(fast, walk)) {
 			t.Fatalf("%q:\nscan %+v\nwalk %+v", chunk, fast, walk)
@@ -196,8 +199,8 @@ func TestChunkScanEscapesMatchGJSON(t *testing.T) {
 	}
 	// Most strings hold no raw control byte before an escape, and
 	// those are the scanner's.
-	if scannedN < 1000 {
-		t.Fatalf("only %d of 3000 chunks scanned", scannedN)
+	if scannedN < 3000 {
+		t.Fatalf("only %d of 10000 chunks scanned", scannedN)
 	}
-	t.Logf("%d of 3000 chunks scanned", scannedN)
+	t.Logf("%d of 10000 chunks scanned", scannedN)
 }
