@@ -99,7 +99,7 @@ func (s *DB) upsertRollup(ctx context.Context, tx *sql.Tx, recs []Record) error 
 		for _, k := range keys[start : start+n] {
 			v := sums[k]
 			args = append(args, k.hour, k.workspace, k.organisation, k.apiKey, k.virtualKey, k.config, k.provider,
-				k.model, k.cacheState, k.status, v.requests, v.cost, v.costUnknown, v.input, v.output, v.latency, v.first, v.last)
+				k.model, k.cacheState, int64(k.status), v.requests, v.cost, v.costUnknown, v.input, v.output, v.latency, v.first, v.last)
 		}
 		st, err := s.stmt(ctx, tx, stmtRollup, n)
 		if err != nil {

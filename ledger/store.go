@@ -306,7 +306,9 @@ func appendArgs(args []any, r *Record) []any {
 			md = string(b)
 		}
 	}
-	stream := 0
+	// Integers go in as int64, which database/sql passes on as they
+	// are; an int takes its reflection-based converter.
+	var stream int64
 	if r.Stream {
 		stream = 1
 	}
@@ -314,14 +316,14 @@ func appendArgs(args []any, r *Record) []any {
 	if r.BatchID != "" {
 		batchID, customID = r.BatchID, r.CustomID
 	}
-	estimated := 0
+	var estimated int64
 	if r.Estimated {
 		estimated = 1
 	}
 	return append(args, r.Time.UnixMicro(), r.TraceID, r.APIKey, r.Workspace, r.Organisation, r.VirtualKey,
-		r.ConfigID, r.Provider, r.Model, r.Operation, r.Status, stream, r.InputTokens, r.OutputTokens,
+		r.ConfigID, r.Provider, r.Model, r.Operation, int64(r.Status), stream, r.InputTokens, r.OutputTokens,
 		r.CachedTokens, r.CacheWriteTokens, r.ReasoningTokens, cost, r.Latency.Microseconds(), ttft,
-		r.CacheState, r.Retries, md, batchID, customID, estimated)
+		r.CacheState, int64(r.Retries), md, batchID, customID, estimated)
 }
 
 // Sweep implements Store. It deletes whole hours only (before is cut
