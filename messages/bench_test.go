@@ -61,6 +61,29 @@ func BenchmarkStreamWriter(b *testing.B) {
 	}
 }
 
+// BenchmarkStreamWriterTools translates a tool call streamed as OpenAI
+// streams one: its first fragment, then 20 fragments of arguments.
+func BenchmarkStreamWriterTools(b *testing.B) {
+	chunks := [][]byte{[]byte(`data: {"id":"chatcmpl-mock-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":""}}],"refusal":null},"logprobs":null,"finish_reason":null}]}` + "\n\n")}
+	for i := 0; i < 20; i++ {
+		chunks = append(chunks, []byte(`data: {"id":"chatcmpl-mock-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"ci"}}]},"logprobs":null,"finish_reason":null}]}`+"\n\n"))
+	}
+	chunks = append(chunks, []byte(`data: {"id":"chatcmpl-mock-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"tool_calls"}]}`+"\n\n"),
+		[]byte("data: [DONE]\n\n"))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		s := NewStreamWriter(io.Discard, "m", nil)
+		for _, c := range chunks {
+			if _, err := s.Write(c); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := s.Close(nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkAssembleStream is the cache's cost of storing a native stream
 // (Anthropic's documented tool-use stream): paid once per stored answer.
 func BenchmarkAssembleStream(b *testing.B) {

@@ -24,10 +24,24 @@ type chunkView struct {
 	choice             bool
 	content, reasoning string
 	finish, matched    string
-	// tools is the delta's tool_calls (the gjson walk only: scanChunk
-	// leaves a chunk with tool calls to it).
-	tools gjson.Result
+	// tools is the delta's tool_calls as the gjson walk found them;
+	// calls[:ncalls] are those scanChunk read.
+	tools  gjson.Result
+	calls  [maxScanCalls]toolCall
+	ncalls int
 }
+
+// toolCall is one chat tool call fragment: its index, and its id,
+// function name and arguments ("" when absent or null).
+type toolCall struct {
+	index          int64
+	id, name, args string
+}
+
+// maxScanCalls bounds the tool call fragments scanChunk reads from one
+// chunk (providers send one, or one per parallel call in a first chunk);
+// a chunk with more is left to the gjson walk.
+const maxScanCalls = 4
 
 // chunkScan reads the chunk of an OpenAI chat stream in the shape every
 // provider sends almost every time,
@@ -35,16 +49,18 @@ type chunkView struct {
 //	{"id":…,"object":"chat.completion.chunk","created":…,"model":…,
 //	 "choices":[{"index":0,"delta":{"content":"…"},"finish_reason":null}]}
 //
-// members in any order, with others (system_fingerprint, usage,
-// logprobs, …) skipped, in one pass and without a gjson.Result per
-// member: a chunk is read for every token a translated stream carries,
-// and the gjson walk cost most of the writer's time. It accepts strict
-// JSON only, and reports false for anything it does not take on (an
-// error, tool calls, more than one choice, a member the writer reads
-// given twice, an escaped member name, a value of an unexpected type,
-// malformed JSON), before the writer did anything with the chunk: the
-// gjson walk then reads it, so the two agree on every chunk this one
-// takes (FuzzChunkScan holds them to the same output).
+// (or a tool call fragment in the delta), members in any order, others
+// (system_fingerprint, usage, logprobs, …) skipped, in one pass and
+// without a gjson.Result per member: a chunk is read for every token a
+// translated stream carries, and the gjson walk cost most of the
+// writer's time. It accepts strict JSON only, and reports false for
+// anything it does not take on (an error, more than one choice, more
+// than four tool call fragments, a tool call index other than plain
+// digits, a member the writer reads given twice, an escaped member
+// name, a value of an unexpected type, malformed JSON), before the writer
+// did anything with the chunk: the gjson walk then reads it, so the two
+// agree on every chunk this one takes (FuzzChunkScan and
+// TestChunkScanEscapesMatchGJSON hold them to the same output).
 type chunkScan struct {
 	b []byte
 	i int
@@ -77,6 +93,11 @@ const (
 	seenDelta
 	seenFinish
 	seenContent
+	seenTools
+	seenIndex
+	seenFunction
+	seenName
+	seenArguments
 )
 
 // top reads the chunk object.
@@ -167,10 +188,95 @@ func (r *chunkScan) delta(v *chunkView) bool {
 			}
 			return true
 		case "tool_calls":
-			return r.null()
+			return r.once(&seen, seenTools) && (r.null() || r.toolCalls(v))
 		}
 		return r.skip(0)
 	})
+}
+
+// toolCalls reads a delta's tool_calls array: objects only, with an
+// index of plain digits.
+func (r *chunkScan) toolCalls(v *chunkView) bool {
+	if !r.lit('[') {
+		return false
+	}
+	r.ws()
+	if r.lit(']') {
+		return true
+	}
+	for {
+		if v.ncalls == maxScanCalls || r.i >= len(r.b) || r.b[r.i] != '{' {
+			return false
+		}
+		t := &v.calls[v.ncalls]
+		v.ncalls++
+		var seen uint
+		ok := r.object(func(key []byte) bool {
+			switch string(key) {
+			case "index":
+				return r.once(&seen, seenIndex) && r.index(&t.index)
+			case "id":
+				return r.once(&seen, seenID) && r.nullableString(&t.id)
+			case "function":
+				return r.once(&seen, seenFunction) && (r.null() || r.function(t))
+			}
+			return r.skip(0)
+		})
+		if !ok {
+			return false
+		}
+		r.ws()
+		if r.lit(']') {
+			return true
+		}
+		if !r.lit(',') {
+			return false
+		}
+		r.ws()
+	}
+}
+
+// function reads a tool call's function object.
+func (r *chunkScan) function(t *toolCall) bool {
+	if r.i >= len(r.b) || r.b[r.i] != '{' {
+		return false
+	}
+	var seen uint
+	return r.object(func(key []byte) bool {
+		switch string(key) {
+		case "name":
+			return r.once(&seen, seenName) && r.nullableString(&t.name)
+		case "arguments":
+			return r.once(&seen, seenArguments) && r.nullableString(&t.args)
+		}
+		return r.skip(0)
+	})
+}
+
+// index reads a tool call's index: 0 or digits without a leading zero,
+// at most nine of them, so it reads as gjson's Int reads it.
+func (r *chunkScan) index(n *int64) bool {
+	b, i := r.b, r.i
+	if i < len(b) && b[i] == '0' {
+		i++
+	} else {
+		for i < len(b) && i-r.i < 9 && b[i] >= '0' && b[i] <= '9' {
+			*n = *n*10 + int64(b[i]-'0')
+			i++
+		}
+		if i == r.i {
+			return false
+		}
+	}
+	if i < len(b) {
+		switch b[i] {
+		case ',', '}', ' ', '\t', '\n', '\r':
+		default:
+			return false // more digits, a fraction or an exponent
+		}
+	}
+	r.i = i
+	return true
 }
 
 func (r *chunkScan) once(seen *uint, bit uint) bool {

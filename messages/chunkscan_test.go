@@ -6,8 +6,11 @@ import (
 	"io"
 	"math/rand/v2"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tidwall/gjson"
 )
 
 // usualChunks are chunks in the shapes providers send, which scanChunk
@@ -34,13 +37,33 @@ var usualChunks = []string{
 	`{}`,
 	`{"choices":[{}]}`,
 	`{"choices":[{"delta":{"content":"x","tool_calls":null}}]}`,
+	// Tool calls: OpenAI's first fragment of a call and the ones after
+	// it, parallel calls in one chunk, no index, an empty list.
+	`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":""}}],"refusal":null},"logprobs":null,"finish_reason":null}]}`,
+	`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":"}}]},"logprobs":null,"finish_reason":null}]}`,
+	`{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"a","arguments":"{}"}},{"index":1,"id":"call_2","type":"function","function":{"name":"b","arguments":"{\"x\":1}"}}]}}]}`,
+	`{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":12,"id":null,"function":null}]}}]}`,
+	`{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"function":{"name":"f","arguments":null,"extra":{"k":[1]}}}]}}]}`,
+	`{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[]}}]}`,
+	`{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
 }
 
 // leftChunks are chunks scanChunk leaves to the gjson walk.
 var leftChunks = []string{
 	`{"error":{"message":"boom"}}`,
-	`{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"t","function":{"name":"f","arguments":"{}"}}]}}]}`,
 	`{"id":"c","choices":[{"index":0,"delta":{"content":"a"}},{"index":1,"delta":{"content":"b"}}]}`,
+	`{"id":"c","choices":[{"delta":{"tool_calls":[{"index":"1","function":{"arguments":"x"}}]}}]}`,
+	`{"id":"c","choices":[{"delta":{"tool_calls":[{"index":1.0,"function":{"arguments":"x"}}]}}]}`,
+	`{"id":"c","choices":[{"delta":{"tool_calls":[{"index":-1,"function":{"arguments":"x"}}]}}]}`,
+	`{"id":"c","choices":[{"delta":{"tool_calls":[{"index":1234567890,"function":{"arguments":"x"}}]}}]}`,
+	`{"id":"c","choices":[{"delta":{"tool_calls":[{"index":0,"index":1}]}}]}`,
+	`{"id":"c","choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"f","name":"g"}}]}}]}`,
+	`{"id":"c","choices":[{"delta":{"tool_calls":[{"index":0,"function":"f"}]}}]}`,
+	`{"id":"c","choices":[{"delta":{"tool_calls":[{"index":0,"id":7}]}}]}`,
+	`{"id":"c","choices":[{"delta":{"tool_calls":[1]}}]}`,
+	`{"id":"c","choices":[{"delta":{"tool_calls":{"index":0}}}]}`,
+	`{"id":"c","choices":[{"delta":{"tool_calls":[],"tool_calls":null}}]}`,
+	`{"id":"c","choices":[{"delta":{"tool_calls":[{"index":0},{"index":1},{"index":2},{"index":3},{"index":4}]}}]}`,
 	`{"id":"c","id":"d","choices":[]}`,
 	`{"id":"c","choices":[{"delta":{"content":"a","content":"b"}}]}`,
 	`{"id":"c","choices":[{"delta":{"content":"a"},"delta":{}}]}`,
@@ -72,11 +95,21 @@ func readBoth(t testing.TB, chunk []byte) (fast, walk chunkView, scanned, walked
 	return fast, walk, scanned, walked
 }
 
-// sameView reports whether two readings of a chunk say the same.
-func sameView(a, b chunkView) bool {
-	return a.id == b.id && a.model == b.model && a.hasUsage == b.hasUsage && bytes.Equal(a.usage, b.usage) &&
-		a.choice == b.choice && a.content == b.content && a.reasoning == b.reasoning &&
-		a.finish == b.finish && a.matched == b.matched && a.tools.IsArray() == b.tools.IsArray()
+// sameView reports whether scanChunk's reading of a chunk (fast) says
+// what the gjson walk's (walk) does.
+func sameView(fast, walk chunkView) bool {
+	// The writer takes the walk's tool calls from an array only.
+	var calls []toolCall
+	if walk.tools.IsArray() {
+		walk.tools.ForEach(func(_, v gjson.Result) bool {
+			calls = append(calls, toolCallOf(v))
+			return true
+		})
+	}
+	return fast.id == walk.id && fast.model == walk.model && fast.hasUsage == walk.hasUsage && bytes.Equal(fast.usage, walk.usage) &&
+		fast.choice == walk.choice && fast.content == walk.content && fast.reasoning == walk.reasoning &&
+		fast.finish == walk.finish && fast.matched == walk.matched && !fast.tools.Exists() &&
+		slices.Equal(fast.calls[:fast.ncalls], calls)
 }
 
 func TestChunkScanTakesUsualChunks(t *testing.T) {
@@ -162,7 +195,7 @@ func FuzzChunkScan(f *testing.F) {
 // kind of escape (surrogate pairs, lone and mismatched surrogates, \u of
 // control and line separator characters), raw and invalid UTF-8, control
 // bytes and brackets are read by scanChunk as gjson reads them, in every
-// member the writer reads and in members it skips.
+// member the writer reads (tool calls' too) and in members it skips.
 func TestChunkScanEscapesMatchGJSON(t *testing.T) {
 	pieces := []string{
 		"a", " ", "é", "中", "\xff", "\xe4\xb8", "\x01", "\t",
@@ -185,6 +218,10 @@ func TestChunkScanEscapesMatchGJSON(t *testing.T) {
 		// over those by counting brackets outside strings).
 		chunk := fmt.Sprintf(`{"id":"%s","system_fingerprint":"%s","model":"%s","choices":[{"index":0,"content_filter_results":{"a":["%s",{"b":"%s"}]},"delta":{"reasoning_content":"%s","content":"%s"},"finish_reason":"%s","stop_reason":"%s"}]}`,
 			str(), str(), str(), str(), str(), str(), str(), str(), str())
+		if i%2 == 1 {
+			chunk = fmt.Sprintf(`{"id":"%s","choices":[{"index":0,"delta":{"tool_calls":[{"index":%d,"id":"%s","type":"%s","function":{"name":"%s","arguments":"%s"}}]}}]}`,
+				str(), i%3, str(), str(), str(), str())
+		}
 		fast, walk, scanned, walked := readBoth(t, []byte(chunk))
 		if scanned && (!walked || !sameView(fast, walk)) {
 			t.Fatalf("%q:\nscan %+v\nwalk %+v", chunk, fast, walk)

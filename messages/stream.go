@@ -172,6 +172,9 @@ func (s *StreamWriter) event(_, data []byte) bool {
 	if v.tools.IsArray() {
 		v.tools.ForEach(s.onTool)
 	}
+	for _, t := range v.calls[:v.ncalls] {
+		s.toolDelta(t)
+	}
 	if v.finish != "" {
 		s.stop = StopReason(v.finish)
 		if v.finish == "stop" {
@@ -287,8 +290,18 @@ func (s *StreamWriter) deltaMember(k, v gjson.Result) bool {
 }
 
 func (s *StreamWriter) toolMember(_, v gjson.Result) bool {
-	s.toolDelta(v)
+	s.toolDelta(toolCallOf(v))
 	return true
+}
+
+// toolCallOf reads one chat tool call fragment as the gjson walk reads
+// it.
+func toolCallOf(v gjson.Result) toolCall {
+	t := toolCall{index: v.Get("index").Int(), id: v.Get("id").String(), name: v.Get("function.name").String()}
+	if a := v.Get("function.arguments"); a.Type == gjson.String {
+		t.args = a.Str
+	}
+	return t
 }
 
 // start writes message_start and a ping.
@@ -333,9 +346,8 @@ func (s *StreamWriter) textDelta(kind, text string) {
 
 // toolDelta handles one chat tool call fragment: the first of a call
 // opens its tool_use block, arguments become input_json_delta.
-func (s *StreamWriter) toolDelta(v gjson.Result) {
-	idx := v.Get("index").Int()
-	blk, ok := s.tools[idx]
+func (s *StreamWriter) toolDelta(t toolCall) {
+	blk, ok := s.tools[t.index]
 	if !ok {
 		s.closeOpen()
 		if s.tools == nil {
@@ -343,9 +355,9 @@ func (s *StreamWriter) toolDelta(v gjson.Result) {
 		}
 		blk = s.next
 		s.next++
-		s.tools[idx] = blk
+		s.tools[t.index] = blk
 		s.toolSeq = append(s.toolSeq, blk)
-		id := v.Get("id").String()
+		id := t.id
 		if id == "" {
 			id = oaiwire.NewID("toolu_")
 		}
@@ -353,13 +365,13 @@ func (s *StreamWriter) toolDelta(v gjson.Result) {
 		b = append(b, `{"type":"tool_use","id":`...)
 		b = oaiwire.AppendString(b, id)
 		b = append(b, `,"name":`...)
-		b = oaiwire.AppendString(b, v.Get("function.name").String())
+		b = oaiwire.AppendString(b, t.name)
 		s.out = append(b, `,"input":{}}}`+"\n\n"...)
 	}
-	if a := v.Get("function.arguments"); a.Type == gjson.String && a.Str != "" {
+	if t.args != "" {
 		b := s.deltaStart(blk)
 		b = append(b, `{"type":"input_json_delta","partial_json":`...)
-		b = oaiwire.AppendString(b, a.Str)
+		b = oaiwire.AppendString(b, t.args)
 		s.out = append(b, "}}\n\n"...)
 	}
 }
