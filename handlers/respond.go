@@ -172,7 +172,14 @@ func (o *responder) endStream(failed error) {
 }
 
 // FlushError flushes the client's connection.
-func (o *responder) FlushError() error { return flushClient(o.w) }
+func (o *responder) FlushError() error {
+	if o.stream != nil {
+		// A converted stream writes through a flushWriter, which has
+		// flushed what it wrote: a second flush would be empty.
+		return nil
+	}
+	return flushClient(o.w)
+}
 
 // Unwrap lets http.ResponseController reach the client's writer.
 func (o *responder) Unwrap() http.ResponseWriter { return o.w }
