@@ -21,6 +21,7 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/bodybuf"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
@@ -381,18 +382,13 @@ func (e *executor) upstreamRequest(ctx context.Context, call *providers.Call, u 
 	// The client's Connection: close is about its own connection; the
 	// provider connection stays in the pool.
 	r2.Close = false
-	r2.ContentLength = int64(len(u.Body))
-	if body, buf := u.Body, e.q.body; buf.Owns(body) {
-		// The client's body in its lent buffer: each reader holds the
-		// buffer until the transport closes it, which may be after the
-		// flight ended (bodybuf).
-		r2.Body = buf.NewReader(body)
-		r2.GetBody = func() (io.ReadCloser, error) { return buf.NewReader(body), nil }
-	} else if len(body) > 0 {
-		r2.Body = io.NopCloser(bytes.NewReader(body))
+	r2.ContentLength = int64(len(u.Body) + len(u.Tail))
+	if r2.ContentLength > 0 {
+		newBody := upstreamBody(u.Body, u.Tail, e.q.body)
+		r2.Body = newBody()
 		// net/http may resend the body on a fresh connection when a
 		// pooled one turns out closed.
-		r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		r2.GetBody = func() (io.ReadCloser, error) { return newBody(), nil }
 	} else {
 		r2.Body, r2.GetBody = http.NoBody, nil
 	}
@@ -515,5 +511,27 @@ func (e *executor) logDropped(p providers.Provider, c *providers.Call, t *routin
 	if len(present) > 0 {
 		ce.Write(zap.String("trace_id", e.out.traceID), zap.String("provider", t.Settings.Provider),
 			zap.String("target", t.Path), zap.Strings("fields", present))
+	}
+}
+
+// upstreamBody returns a maker of readers of what an upstream request
+// sends: body, then tail. A body in the client's lent buffer is read from
+// there, each reader holding the buffer until the transport closes it,
+// which may be after the flight ended (internal/bodybuf).
+func upstreamBody(body, tail []byte, buf *bodybuf.Buf) func() io.ReadCloser {
+	return func() io.ReadCloser {
+		var rc io.ReadCloser
+		if buf.Owns(body) {
+			rc = buf.NewReader(body)
+		} else {
+			rc = io.NopCloser(bytes.NewReader(body))
+		}
+		if len(tail) == 0 {
+			return rc
+		}
+		return struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(rc, bytes.NewReader(tail)), rc}
 	}
 }

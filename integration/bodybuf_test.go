@@ -28,6 +28,12 @@ func newHashingOpenAI(t *testing.T) *httptest.Server {
 			return
 		}
 		sum := sha256.Sum256(b)
+		if gjson.GetBytes(b, "stream").Bool() {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\":0,\"delta\":{\"content\":%q},\"finish_reason\":\"stop\"}]}\n\n", hex.EncodeToString(sum[:]))
+			io.WriteString(w, "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,\"model\":\"gpt-4o-mini\",\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":3,\"total_tokens\":12}}\n\ndata: [DONE]\n\n")
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12}}`, hex.EncodeToString(sum[:]))
 	}))
@@ -53,9 +59,11 @@ func newRefusingOpenAI(t *testing.T) *httptest.Server {
 // reads into lent buffers (internal/bodybuf) and reuses once the flight
 // and every transport reading one are done, reach the provider byte for
 // byte under concurrency, after a fallback from a provider that answered
-// before reading the body, and with async hooks that read the body after
-// the answer was sent. A buffer reused too early would send another
-// request's bytes (or garbage) and the hash would differ.
+// before reading the body, with async hooks that read the body after the
+// answer was sent, and streamed (sent from the buffer followed by the
+// stream_options member the gateway adds). A buffer reused too early
+// would send another request's bytes (or garbage) and the hash would
+// differ.
 func TestLargeBodiesReachProviderIntact(t *testing.T) {
 	good := newHashingOpenAI(t)
 	bad := newRefusingOpenAI(t)
@@ -65,10 +73,14 @@ func TestLargeBodiesReachProviderIntact(t *testing.T) {
 	target := func(s *httptest.Server) string {
 		return `{"provider":"openai","api_key":"sk-test","custom_host":"` + s.URL + `/v1"}`
 	}
-	for _, c := range []struct{ name, config string }{
-		{"direct", target(good)},
-		{"fallback", `{"strategy":{"mode":"fallback"},"targets":[` + target(bad) + `,` + target(good) + `]}`},
-		{"async hook", strings.TrimSuffix(target(good), "}") + `,"after_request_hooks":[{"id":"audit","async":true,"checks":[{"id":"default.webhook","parameters":{"webhookURL":"` + hook.URL + `/audit","timeout":20000}}]}]}`},
+	for _, c := range []struct {
+		name, config string
+		stream       bool
+	}{
+		{"direct", target(good), false},
+		{"streamed", target(good), true},
+		{"fallback", `{"strategy":{"mode":"fallback"},"targets":[` + target(bad) + `,` + target(good) + `]}`, false},
+		{"async hook", strings.TrimSuffix(target(good), "}") + `,"after_request_hooks":[{"id":"audit","async":true,"checks":[{"id":"default.webhook","parameters":{"webhookURL":"` + hook.URL + `/audit","timeout":20000}}]}]}`, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			const workers, rounds = 8, 6
@@ -85,8 +97,14 @@ func TestLargeBodiesReachProviderIntact(t *testing.T) {
 						for i := range pad {
 							pad[i] = 'a' + byte(rng.IntN(26))
 						}
-						body := []byte(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + string(pad) + `"}]}`)
-						sum := sha256.Sum256(body)
+						body := []byte(`{"model":"gpt-4o-mini","stream":` + fmt.Sprint(c.stream) + `,"messages":[{"role":"user","content":"` + string(pad) + `"}]}`)
+						sent := body
+						if c.stream {
+							// What the provider gets: the gateway asks for
+							// the stream's usage.
+							sent = append(bytes.TrimSuffix(bytes.Clone(body), []byte("}")), `,"stream_options":{"include_usage":true}}`...)
+						}
+						sum := sha256.Sum256(sent)
 						req, _ := http.NewRequest("POST", gatewayURL()+"/chat/completions", bytes.NewReader(body))
 						req.Header.Set("Content-Type", "application/json")
 						req.Header.Set("x-gateway-api-key", gatewayKey)
@@ -98,7 +116,16 @@ func TestLargeBodiesReachProviderIntact(t *testing.T) {
 						}
 						raw, _ := io.ReadAll(resp.Body)
 						resp.Body.Close()
-						if got := gjson.GetBytes(raw, "choices.0.message.content").String(); resp.StatusCode != 200 || got != hex.EncodeToString(sum[:]) {
+						got := gjson.GetBytes(raw, "choices.0.message.content").String()
+						if c.stream {
+							got = ""
+							for _, line := range strings.Split(string(raw), "\n") {
+								if d, ok := strings.CutPrefix(line, "data: "); ok && d != "[DONE]" {
+									got += gjson.Get(d, "choices.0.delta.content").String()
+								}
+							}
+						}
+						if resp.StatusCode != 200 || got != hex.EncodeToString(sum[:]) {
 							errs <- fmt.Errorf("status %d, provider hashed %q, want %x: %.200s", resp.StatusCode, got, sum, raw)
 							return
 						}

@@ -105,6 +105,10 @@ type Upstream struct {
 	// over anything copied from the client.
 	Header http.Header
 	Body   []byte
+	// Tail, when set, is sent right after Body, which is then not the
+	// whole request: a provider appends a few bytes to a large body
+	// (StreamUsageParts) without copying it.
+	Tail []byte
 }
 
 // Provider builds upstream requests for one provider family.

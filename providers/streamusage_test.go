@@ -22,7 +22,11 @@ func TestWithStreamUsage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			head, tail, partsAdded := StreamUsageParts([]byte(tt.body))
 			got, added := WithStreamUsage([]byte(tt.body))
+			if joined := string(head) + string(tail); joined != string(got) || partsAdded != added {
+				t.Fatalf("parts %q + %q (added=%v), joined %q (added=%v)", head, tail, partsAdded, got, added)
+			}
 			if tt.want == "" {
 				if added || string(got) != tt.body {
 					t.Fatalf("changed to %s (added=%v)", got, added)
@@ -43,6 +47,20 @@ func TestWithStreamUsage(t *testing.T) {
 				t.Fatalf("got %s, want %s", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestStreamUsagePartsSendsBodyInPlace: without stream_options the head
+// is the client's body itself, not a copy (a 200 KB prompt is not copied
+// to add 40 bytes), and appending to it cannot write into that body.
+func TestStreamUsagePartsSendsBodyInPlace(t *testing.T) {
+	body := []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}   `)
+	head, tail, added := StreamUsageParts(body)
+	if !added || &head[0] != &body[0] || string(tail) != `,"stream_options":{"include_usage":true}}   ` {
+		t.Fatalf("head %q (aliases body: %v), tail %q, added %v", head, &head[0] == &body[0], tail, added)
+	}
+	if cap(head) != len(head) {
+		t.Fatalf("head has capacity %d beyond its %d bytes: an append would overwrite the body", cap(head), len(head))
 	}
 }
 

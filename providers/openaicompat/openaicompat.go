@@ -84,7 +84,7 @@ func (p *compat) Prepare(c *providers.Call, s *providers.Settings, u *providers.
 		}
 	}
 	if c.Stream && p.row.StreamUsage && (c.Op == providers.OpChat || c.Op == providers.OpCompletions) {
-		u.Body, c.UsageAdded = providers.WithStreamUsage(c.Body)
+		u.Body, u.Tail, c.UsageAdded = providers.StreamUsageParts(c.Body)
 	}
 	return nil
 }
