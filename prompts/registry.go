@@ -172,11 +172,18 @@ func (r *Registry) Create(ctx context.Context, workspaceID string, in NewPrompt)
 	if err := r.checkVersion(v); err != nil {
 		return nil, err
 	}
+	// A UUIDv7 rises with every id made in this process, within a
+	// millisecond too: prompts created in the same millisecond (their
+	// CreatedAt) still list in the order they were made (List).
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, err
+	}
 	p := &Prompt{
-		ID: uuid.NewString(), Name: in.Name, CollectionID: in.CollectionID, WorkspaceID: workspaceID,
+		ID: id.String(), Name: in.Name, CollectionID: in.CollectionID, WorkspaceID: workspaceID,
 		Published: 1, Versions: []*Version{v}, CreatedAt: now, LastUpdatedAt: now,
 	}
-	err := r.mutate(ctx, func(all []*Prompt) ([]*Prompt, []string, error) {
+	err = r.mutate(ctx, func(all []*Prompt) ([]*Prompt, []string, error) {
 		p.Slug = r.freeSlug(all, workspaceID, in.Name)
 		return []*Prompt{p}, nil, nil
 	})

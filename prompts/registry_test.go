@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -203,5 +204,33 @@ func TestRegistryTenancy(t *testing.T) {
 	}
 	if got, err := reg.Lookup(ctx, wsA, p.ID); err != nil || got.ID != p.ID {
 		t.Fatalf("the owner lost its prompt: %v", err)
+	}
+}
+
+// TestListKeepsCreationOrderWithinAMillisecond: prompts created in the
+// same millisecond (one CreatedAt) list in the order they were made.
+func TestListKeepsCreationOrderWithinAMillisecond(t *testing.T) {
+	ctx := context.Background()
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	reg, err := NewRegistry(nil, Options{Now: func() time.Time { return at }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range 40 {
+		p, err := reg.Create(ctx, wsA, NewPrompt{Name: fmt.Sprintf("p%d", i), Version: newVersion("a {{x}}")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, p.Slug)
+	}
+	list, err := reg.List(ctx, wsA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range list {
+		if p.Slug != want[i] {
+			t.Fatalf("listed #%d is %s, want %s (creation order)", i, p.Slug, want[i])
+		}
 	}
 }
