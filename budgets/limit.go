@@ -139,7 +139,9 @@ func (u *UsageLimit) Prepare() error {
 		return err
 	}
 	if u.ID == "" {
-		u.ID = uuid.NewString()
+		// Time-ordered, so limits created in one millisecond list in
+		// creation order (the store breaks CreatedAt ties by id).
+		u.ID = uuid.Must(uuid.NewV7()).String()
 		p.ID = u.ID
 	}
 	if u.Status == "" {

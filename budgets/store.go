@@ -104,7 +104,12 @@ func (s *Store) load(ctx context.Context) (*snapshot, error) {
 			next.active = append(next.active, &u)
 		}
 	}
-	slices.SortFunc(next.all, func(a, b *UsageLimit) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	slices.SortFunc(next.all, func(a, b *UsageLimit) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
 	s.snap.Store(next)
 	return next, nil
 }

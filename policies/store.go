@@ -85,7 +85,10 @@ func (c StoreConfig) withDefaults(namespace string) StoreConfig {
 // prepareCreate fills the server-set fields of a new record and validates it.
 func prepareCreate(p *Policy, now time.Time) error {
 	if p.ID == "" {
-		p.ID = uuid.NewString()
+		// A UUIDv7 rises with every id this process makes, so records
+		// created in one millisecond still list in creation order
+		// (sortPolicies breaks CreatedAt ties by id).
+		p.ID = uuid.Must(uuid.NewV7()).String()
 	}
 	if p.Status == "" {
 		p.Status = StatusActive
