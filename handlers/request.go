@@ -135,7 +135,16 @@ func (g *Gateway) readBody(r *http.Request, out *responder, pool bool) ([]byte, 
 		if int64(len(body)) > limit {
 			return nil, nil, tooLarge(limit)
 		}
-		return body, nil, nil
+		// llm_ratelimit read it, into a lent buffer when large: taken
+		// over here when this operation may lend its body, else left to
+		// the garbage collector.
+		var buf *bodybuf.Buf
+		if pool {
+			if buf = ingress.TakeBodyBuf(r); !buf.Owns(body) {
+				buf = nil
+			}
+		}
+		return body, buf, nil
 	}
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil, nil

@@ -105,9 +105,11 @@ func (g *Gateway) endFlight(r *http.Request, f *flight, err error) {
 	g.app.UsageLedger().Record(&f.entry)
 	f.entry.Log(r, g.logger)
 	observe.RunDone(r, &f.entry)
-	if f.q != nil {
+	if f.q != nil && f.q.body != nil {
 		// Last: nothing of the request is read after this but by the
-		// transports still holding a reader of the body.
+		// transports still holding a reader of the body. The body the
+		// budget stage or llm_ratelimit recorded is forgotten first.
+		ingress.ClearBody(r)
 		f.q.body.Release()
 	}
 }

@@ -82,62 +82,7 @@ func TestLargeBodiesReachProviderIntact(t *testing.T) {
 		{"fallback", `{"strategy":{"mode":"fallback"},"targets":[` + target(bad) + `,` + target(good) + `]}`, false},
 		{"async hook", strings.TrimSuffix(target(good), "}") + `,"after_request_hooks":[{"id":"audit","async":true,"checks":[{"id":"default.webhook","parameters":{"webhookURL":"` + hook.URL + `/audit","timeout":20000}}]}]}`, false},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			const workers, rounds = 8, 6
-			var wg sync.WaitGroup
-			errs := make(chan error, workers*rounds)
-			for w := range workers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					rng := rand.New(rand.NewPCG(uint64(w), 7))
-					for range rounds {
-						// 40 KB to 1.5 MB: several buffer classes.
-						pad := make([]byte, 40_000+rng.IntN(1_500_000))
-						for i := range pad {
-							pad[i] = 'a' + byte(rng.IntN(26))
-						}
-						body := []byte(`{"model":"gpt-4o-mini","stream":` + fmt.Sprint(c.stream) + `,"messages":[{"role":"user","content":"` + string(pad) + `"}]}`)
-						sent := body
-						if c.stream {
-							// What the provider gets: the gateway asks for
-							// the stream's usage.
-							sent = append(bytes.TrimSuffix(bytes.Clone(body), []byte("}")), `,"stream_options":{"include_usage":true}}`...)
-						}
-						sum := sha256.Sum256(sent)
-						req, _ := http.NewRequest("POST", gatewayURL()+"/chat/completions", bytes.NewReader(body))
-						req.Header.Set("Content-Type", "application/json")
-						req.Header.Set("x-gateway-api-key", gatewayKey)
-						req.Header.Set("x-gateway-config", c.config)
-						resp, err := http.DefaultClient.Do(req)
-						if err != nil {
-							errs <- err
-							return
-						}
-						raw, _ := io.ReadAll(resp.Body)
-						resp.Body.Close()
-						got := gjson.GetBytes(raw, "choices.0.message.content").String()
-						if c.stream {
-							got = ""
-							for _, line := range strings.Split(string(raw), "\n") {
-								if d, ok := strings.CutPrefix(line, "data: "); ok && d != "[DONE]" {
-									got += gjson.Get(d, "choices.0.delta.content").String()
-								}
-							}
-						}
-						if resp.StatusCode != 200 || got != hex.EncodeToString(sum[:]) {
-							errs <- fmt.Errorf("status %d, provider hashed %q, want %x: %.200s", resp.StatusCode, got, sum, raw)
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Error(err)
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { sendHashedBodies(t, c.config, c.stream) })
 	}
 	// The async hooks saw the bodies too: each webhook call carries the
 	// request as JSON (a reused buffer would have garbled some of them).
@@ -170,5 +115,84 @@ func TestLargeBodiesReachProviderIntact(t *testing.T) {
 	}
 	if len(hook.bodies) == 0 || garbled > 0 {
 		t.Fatalf("%d of %d async webhook calls got a garbled request", garbled, len(hook.bodies))
+	}
+}
+
+// sendHashedBodies posts 8 workers × 6 rounds of random 40 KB–1.5 MB chat
+// bodies (streamed or not) through the gateway with the x-gateway-config
+// config, to a newHashingOpenAI provider, and fails t unless each answer
+// is the hash of the body the provider should have got.
+func sendHashedBodies(t *testing.T, config string, stream bool) {
+	const workers, rounds = 8, 6
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*rounds)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for range rounds {
+				// 40 KB to 1.5 MB: several buffer classes.
+				pad := make([]byte, 40_000+rng.IntN(1_500_000))
+				for i := range pad {
+					pad[i] = 'a' + byte(rng.IntN(26))
+				}
+				body := []byte(`{"model":"gpt-4o-mini","stream":` + fmt.Sprint(stream) + `,"messages":[{"role":"user","content":"` + string(pad) + `"}]}`)
+				sent := body
+				if stream {
+					// What the provider gets: the gateway asks for
+					// the stream's usage.
+					sent = append(bytes.TrimSuffix(bytes.Clone(body), []byte("}")), `,"stream_options":{"include_usage":true}}`...)
+				}
+				sum := sha256.Sum256(sent)
+				req, _ := http.NewRequest("POST", gatewayURL()+"/chat/completions", bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("x-gateway-api-key", gatewayKey)
+				req.Header.Set("x-gateway-config", config)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				raw, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				got := gjson.GetBytes(raw, "choices.0.message.content").String()
+				if stream {
+					got = ""
+					for _, line := range strings.Split(string(raw), "\n") {
+						if d, ok := strings.CutPrefix(line, "data: "); ok && d != "[DONE]" {
+							got += gjson.Get(d, "choices.0.delta.content").String()
+						}
+					}
+				}
+				if resp.StatusCode != 200 || got != hex.EncodeToString(sum[:]) {
+					errs <- fmt.Errorf("status %d, provider hashed %q, want %x: %.200s", resp.StatusCode, got, sum, raw)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// TestLargeBodiesThroughRatelimitIntact: with llm_ratelimit in front
+// reading the body (a tokens policy estimates it), the body is read into
+// a lent buffer there and taken over by the gateway (ingress.SetBodyBuf),
+// and still reaches the provider byte for byte.
+func TestLargeBodiesThroughRatelimitIntact(t *testing.T) {
+	good := newHashingOpenAI(t)
+	loadRL(t, rlSite{Limit: `
+			policy tokens-bodies {
+				type tokens
+				unit rpm
+				value 1000000000
+			}`})
+	config := `{"provider":"openai","api_key":"sk-test","custom_host":"` + good.URL + `/v1"}`
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream=%t", stream), func(t *testing.T) { sendHashedBodies(t, config, stream) })
 	}
 }
