@@ -3,8 +3,11 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
@@ -102,4 +105,42 @@ func BenchmarkAnalytics1M(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkInsertGatewayShaped is the embedded writer's cost per record
+// for records shaped as the gateway makes them: time-ordered, a made-up
+// (UUIDv7) trace id each, a few keys and models, in batches of
+// DefaultBatch; the records are built before the timer runs.
+func BenchmarkInsertGatewayShaped(b *testing.B) {
+	db := openTest(b, filepath.Join(b.TempDir(), "ledger.db"))
+	const batches = 64
+	recs := make([][]Record, batches)
+	for i := range recs {
+		recs[i] = make([]Record, DefaultBatch)
+	}
+	n := 0
+	fill := func() {
+		for _, batch := range recs {
+			for j := range batch {
+				batch[j] = rec(fmt.Sprintf("ws-%d", n%4), time.Duration(n)*100*time.Microsecond, []string{"gpt-4o", "claude", "llama"}[n%3], 200, int64(1000+n%97))
+				batch[j].TraceID = uuid.Must(uuid.NewV7()).String()
+				n++
+			}
+		}
+	}
+	fill()
+	b.ResetTimer()
+	written := 0
+	for i := 0; b.Loop(); i++ {
+		if i > 0 && i%batches == 0 {
+			b.StopTimer()
+			fill()
+			b.StartTimer()
+		}
+		if err := db.Insert(context.Background(), recs[i%batches]); err != nil {
+			b.Fatal(err)
+		}
+		written += DefaultBatch
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(written), "ns/record")
 }

@@ -75,7 +75,7 @@ func (s *DB) prepareOne(ctx context.Context, k stmtKey) error {
 func (s *DB) stmtSQL(k stmtKey) string {
 	switch k.kind {
 	case stmtInsert:
-		q := insertSQL(k.rows)
+		q := insertSQL(k.rows, false)
 		if !s.d.postgres {
 			// A multi-row INSERT that may abort halfway makes SQLite keep
 			// a statement journal of every page it touches, to undo its
@@ -85,7 +85,7 @@ func (s *DB) stmtSQL(k stmtKey) string {
 		}
 		return q
 	case stmtInsertLine:
-		return insertSQL(1) + " ON CONFLICT DO NOTHING"
+		return insertSQL(1, true) + " ON CONFLICT DO NOTHING"
 	default:
 		return s.rollupSQL(k.rows)
 	}

@@ -194,6 +194,15 @@ const columns = "ts, trace_id, api_key, workspace_id, organisation_id, virtual_k
 
 const nColumns = 26
 
+// bulkColumns are columns without a batch line's two, which the bulk
+// INSERT of other records leaves NULL: two binds fewer a record (each
+// takes SQLite's connection mutex in modernc's driver).
+const bulkColumns = "ts, trace_id, api_key, workspace_id, organisation_id, virtual_key, config_id, provider, model, operation, " +
+	"status, stream, input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, " +
+	"cost_nano_usd, latency_us, ttft_us, cache_state, retries, metadata, estimated"
+
+const nBulkColumns = nColumns - 2
+
 // Insert implements Store.
 func (s *DB) Insert(ctx context.Context, recs []Record) error {
 	if len(recs) == 0 {
@@ -208,12 +217,12 @@ func (s *DB) Insert(ctx context.Context, recs []Record) error {
 	if err != nil {
 		return err
 	}
-	args := make([]any, 0, min(len(recs), maxChunk)*nColumns)
+	args := make([]any, 0, min(len(recs), maxChunk)*nBulkColumns)
 	for start := 0; start < len(recs); {
 		n := rowChunk(len(recs) - start)
 		args = args[:0]
 		for i := start; i < start+n; i++ {
-			args = appendArgs(args, &recs[i])
+			args = appendArgs(args, &recs[i], false)
 		}
 		st, err := s.stmt(ctx, tx, stmtInsert, n)
 		if err != nil {
@@ -264,7 +273,7 @@ func (s *DB) insertLines(ctx context.Context, tx *sql.Tx, recs []Record) (bulk, 
 		if r.BatchID == "" {
 			continue
 		}
-		res, err := st.ExecContext(ctx, appendArgs(args[:0], r)...)
+		res, err := st.ExecContext(ctx, appendArgs(args[:0], r, true)...)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -279,10 +288,16 @@ func (s *DB) insertLines(ctx context.Context, tx *sql.Tx, recs []Record) (bulk, 
 	return rolled[:plain:plain], rolled, nil
 }
 
-func insertSQL(rows int) string {
+// insertSQL is an INSERT of rows records, batch lines (all columns) or
+// others (bulkColumns).
+func insertSQL(rows int, lines bool) string {
+	cols, n := bulkColumns, nBulkColumns
+	if lines {
+		cols, n = columns, nColumns
+	}
 	var b strings.Builder
-	b.WriteString("INSERT INTO llm_ledger (" + columns + ") VALUES ")
-	row := "(" + strings.Repeat("?, ", nColumns-1) + "?)"
+	b.WriteString("INSERT INTO llm_ledger (" + cols + ") VALUES ")
+	row := "(" + strings.Repeat("?, ", n-1) + "?)"
 	for i := 0; i < rows; i++ {
 		if i > 0 {
 			b.WriteString(", ")
@@ -292,7 +307,9 @@ func insertSQL(rows int) string {
 	return b.String()
 }
 
-func appendArgs(args []any, r *Record) []any {
+// appendArgs appends r's values in the order of columns (a batch line)
+// or bulkColumns.
+func appendArgs(args []any, r *Record, line bool) []any {
 	var cost, ttft any
 	if r.CostKnown {
 		cost = r.CostNanoUSD
@@ -312,18 +329,22 @@ func appendArgs(args []any, r *Record) []any {
 	if r.Stream {
 		stream = 1
 	}
-	var batchID, customID any
-	if r.BatchID != "" {
-		batchID, customID = r.BatchID, r.CustomID
-	}
 	var estimated int64
 	if r.Estimated {
 		estimated = 1
 	}
-	return append(args, r.Time.UnixMicro(), r.TraceID, r.APIKey, r.Workspace, r.Organisation, r.VirtualKey,
+	args = append(args, r.Time.UnixMicro(), r.TraceID, r.APIKey, r.Workspace, r.Organisation, r.VirtualKey,
 		r.ConfigID, r.Provider, r.Model, r.Operation, int64(r.Status), stream, r.InputTokens, r.OutputTokens,
 		r.CachedTokens, r.CacheWriteTokens, r.ReasoningTokens, cost, r.Latency.Microseconds(), ttft,
-		r.CacheState, int64(r.Retries), md, batchID, customID, estimated)
+		r.CacheState, int64(r.Retries), md)
+	if line {
+		var batchID, customID any
+		if r.BatchID != "" {
+			batchID, customID = r.BatchID, r.CustomID
+		}
+		args = append(args, batchID, customID)
+	}
+	return append(args, estimated)
 }
 
 // Sweep implements Store. It deletes whole hours only (before is cut
