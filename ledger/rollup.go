@@ -92,25 +92,12 @@ func (s *DB) upsertRollup(ctx context.Context, tx *sql.Tx, recs []Record) error 
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, compareKeys)
-	args := make([]any, 0, min(len(keys), maxChunk)*18)
-	for start := 0; start < len(keys); {
-		n := rowChunk(len(keys) - start)
-		args = args[:0]
-		for _, k := range keys[start : start+n] {
-			v := sums[k]
-			args = append(args, k.hour, k.workspace, k.organisation, k.apiKey, k.virtualKey, k.config, k.provider,
-				k.model, k.cacheState, int64(k.status), v.requests, v.cost, v.costUnknown, v.input, v.output, v.latency, v.first, v.last)
-		}
-		st, err := s.stmt(ctx, tx, stmtRollup, n)
-		if err != nil {
-			return err
-		}
-		if _, err := st.ExecContext(ctx, args...); err != nil {
-			return err
-		}
-		start += n
-	}
-	return nil
+	return s.execChunked(ctx, tx, stmtRollup, len(keys), 18, func(args []any, i int) []any {
+		k := keys[i]
+		v := sums[k]
+		return append(args, k.hour, k.workspace, k.organisation, k.apiKey, k.virtualKey, k.config, k.provider,
+			k.model, k.cacheState, int64(k.status), v.requests, v.cost, v.costUnknown, v.input, v.output, v.latency, v.first, v.last)
+	})
 }
 
 // rollupSQL is the rollup's upsert of rows keys.

@@ -108,3 +108,25 @@ func (s *DB) closeStmts() {
 		st.Close()
 	}
 }
+
+// execChunked runs the statement of kind over n rows in chunks of
+// rowChunk's sizes, appendRow appending row i's values to the arguments.
+func (s *DB) execChunked(ctx context.Context, tx *sql.Tx, kind stmtKind, n, perRow int, appendRow func(args []any, i int) []any) error {
+	args := make([]any, 0, min(n, maxChunk)*perRow)
+	for start := 0; start < n; {
+		size := rowChunk(n - start)
+		args = args[:0]
+		for i := start; i < start+size; i++ {
+			args = appendRow(args, i)
+		}
+		st, err := s.stmt(ctx, tx, kind, size)
+		if err != nil {
+			return err
+		}
+		if _, err := st.ExecContext(ctx, args...); err != nil {
+			return err
+		}
+		start += size
+	}
+	return nil
+}

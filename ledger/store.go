@@ -187,7 +187,8 @@ func (s *DB) Close() error {
 // Postgres reports whether the database is PostgreSQL.
 func (s *DB) Postgres() bool { return s.d.postgres }
 
-// columns are the record columns Insert writes, in order.
+// columns are the record columns, in order: what a batch line's INSERT
+// writes and the logs read.
 const columns = "ts, trace_id, api_key, workspace_id, organisation_id, virtual_key, config_id, provider, model, operation, " +
 	"status, stream, input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, " +
 	"cost_nano_usd, latency_us, ttft_us, cache_state, retries, metadata, batch_id, custom_id, estimated"
@@ -217,21 +218,11 @@ func (s *DB) Insert(ctx context.Context, recs []Record) error {
 	if err != nil {
 		return err
 	}
-	args := make([]any, 0, min(len(recs), maxChunk)*nBulkColumns)
-	for start := 0; start < len(recs); {
-		n := rowChunk(len(recs) - start)
-		args = args[:0]
-		for i := start; i < start+n; i++ {
-			args = appendArgs(args, &recs[i], false)
-		}
-		st, err := s.stmt(ctx, tx, stmtInsert, n)
-		if err != nil {
-			return err
-		}
-		if _, err := st.ExecContext(ctx, args...); err != nil {
-			return err
-		}
-		start += n
+	err = s.execChunked(ctx, tx, stmtInsert, len(recs), nBulkColumns, func(args []any, i int) []any {
+		return appendArgs(args, &recs[i], false)
+	})
+	if err != nil {
+		return err
 	}
 	if err := s.upsertRollup(ctx, tx, rolled); err != nil {
 		return err

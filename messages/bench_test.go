@@ -47,18 +47,7 @@ func BenchmarkStreamWriter(b *testing.B) {
 	chunks = append(chunks, []byte(`data: {"id":"chatcmpl-mock-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\n"),
 		[]byte(`data: {"id":"chatcmpl-mock-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-mini","choices":[],"usage":{"prompt_tokens":19,"completion_tokens":20,"total_tokens":39}}`+"\n\n"),
 		[]byte("data: [DONE]\n\n"))
-	b.ReportAllocs()
-	for i := 0; i < b.N; i++ {
-		s := NewStreamWriter(io.Discard, "m", nil)
-		for _, c := range chunks {
-			if _, err := s.Write(c); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if err := s.Close(nil); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchTranslate(b, chunks)
 }
 
 // BenchmarkStreamWriterTools translates a tool call streamed as OpenAI
@@ -70,18 +59,7 @@ func BenchmarkStreamWriterTools(b *testing.B) {
 	}
 	chunks = append(chunks, []byte(`data: {"id":"chatcmpl-mock-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"tool_calls"}]}`+"\n\n"),
 		[]byte("data: [DONE]\n\n"))
-	b.ReportAllocs()
-	for i := 0; i < b.N; i++ {
-		s := NewStreamWriter(io.Discard, "m", nil)
-		for _, c := range chunks {
-			if _, err := s.Write(c); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if err := s.Close(nil); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchTranslate(b, chunks)
 }
 
 // BenchmarkAssembleStream is the cache's cost of storing a native stream
@@ -106,6 +84,22 @@ func BenchmarkSynthesizeStream(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		if _, ok := SynthesizeStream([]byte(streamToolsAnswer)); !ok {
 			b.Fatal("no stream form")
+		}
+	}
+}
+
+// benchTranslate translates chunks, one Write each, b.N times.
+func benchTranslate(b *testing.B, chunks [][]byte) {
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		s := NewStreamWriter(io.Discard, "m", nil)
+		for _, c := range chunks {
+			if _, err := s.Write(c); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := s.Close(nil); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
