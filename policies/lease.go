@@ -41,6 +41,19 @@ type LeaseLimiter interface {
 	Settle(ctx context.Context, key string, limit int64, window time.Duration, id string, reserved, used int64, refundable bool) (live bool, err error)
 }
 
+// Holder is a limiter whose reservations expire and are whole: Hold
+// admits cost as Admit does (all of it or nothing, as a rate limit
+// admits a request) and holds it under id until Settle or until lease
+// has passed, like Reserve. A token or cost rate limit reserves its
+// estimate this way, so what a dead instance reserved comes back after
+// the lease instead of at the end of the window. Both MemoryLimiter and
+// RedisLimiter implement it.
+type Holder interface {
+	Limiter
+	Hold(ctx context.Context, key string, limit int64, window time.Duration, cost int64, id string, lease time.Duration) (Reservation, error)
+	Settle(ctx context.Context, key string, limit int64, window time.Duration, id string, reserved, used int64, refundable bool) (live bool, err error)
+}
+
 // Reservation is the outcome of LeaseLimiter.Reserve.
 type Reservation struct {
 	Decision
@@ -124,6 +137,17 @@ func (c *counter) release(id string) (int64, bool) {
 
 // Reserve implements LeaseLimiter.
 func (m *MemoryLimiter) Reserve(_ context.Context, key string, limit int64, window time.Duration, cost int64, id string, ttl time.Duration) (Reservation, error) {
+	return m.reserve(key, limit, window, cost, id, ttl, true)
+}
+
+// Hold implements Holder.
+func (m *MemoryLimiter) Hold(_ context.Context, key string, limit int64, window time.Duration, cost int64, id string, ttl time.Duration) (Reservation, error) {
+	return m.reserve(key, limit, window, cost, id, ttl, false)
+}
+
+// reserve is Reserve (partial: the remainder of the limit is reserved
+// when cost does not fit) and Hold (cost or nothing).
+func (m *MemoryLimiter) reserve(key string, limit int64, window time.Duration, cost int64, id string, ttl time.Duration, partial bool) (Reservation, error) {
 	if err := checkArgs(key, limit, window); err != nil {
 		return Reservation{}, err
 	}
@@ -145,7 +169,7 @@ func (m *MemoryLimiter) Reserve(_ context.Context, key string, limit int64, wind
 	var r Reservation
 	r.Reclaimed, r.Held = c.reclaim(t)
 	got := cost
-	if cost > 0 && cost <= limit && c.total < limit && c.total > limit-cost {
+	if partial && cost > 0 && cost <= limit && c.total < limit && c.total > limit-cost {
 		got = limit - c.total
 	}
 	r.Decision = c.admit(t, limit, got)

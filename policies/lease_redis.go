@@ -50,7 +50,9 @@ end
 
 // reserveScript returns {allowed, remaining, reset_after_us,
 // retry_after_us, reserved, held, reclaimed}. ARGV[6] is the reservation
-// id ("" holds nothing), ARGV[7] the lease in microseconds.
+// id ("" holds nothing), ARGV[7] the lease in microseconds, ARGV[8] "1"
+// when the remainder of the limit may be reserved (Reserve) and "0" when
+// only the whole cost may (Hold).
 var reserveScript = redis.NewScript(luaPrelude + luaLeases + `
 local back, held = reclaim()
 local allowed, retry, got = 0, 0, 0
@@ -58,7 +60,7 @@ if amount > limit then
   retry = window
 elseif total <= limit - amount and (amount > 0 or total < limit) then
   allowed, got = 1, amount
-elseif amount > 0 and total < limit then
+elseif ARGV[8] == '1' and amount > 0 and total < limit then
   allowed, got = 1, limit - total
 else
   retry = retryFor(amount)
@@ -97,7 +99,11 @@ keep(finish())
 return live
 `)
 
-var _ LeaseLimiter = (*RedisLimiter)(nil)
+var (
+	_ LeaseLimiter = (*RedisLimiter)(nil)
+	_ Holder       = (*RedisLimiter)(nil)
+	_ Holder       = (*MemoryLimiter)(nil)
+)
 
 // leaseKeys are the full names of key's counter and of its reservations'
 // sorted set and sum, the latter two tagged into the counter's slot. They
@@ -118,13 +124,22 @@ func (r *RedisLimiter) leaseKeys(key string) []string {
 // Reserve implements LeaseLimiter in one script: reclaiming, admitting
 // and holding are atomic against every instance.
 func (r *RedisLimiter) Reserve(ctx context.Context, key string, limit int64, window time.Duration, cost int64, id string, lease time.Duration) (Reservation, error) {
+	return r.reserve(ctx, key, limit, window, cost, id, lease, "1")
+}
+
+// Hold implements Holder with Reserve's script, the remainder refused.
+func (r *RedisLimiter) Hold(ctx context.Context, key string, limit int64, window time.Duration, cost int64, id string, lease time.Duration) (Reservation, error) {
+	return r.reserve(ctx, key, limit, window, cost, id, lease, "0")
+}
+
+func (r *RedisLimiter) reserve(ctx context.Context, key string, limit int64, window time.Duration, cost int64, id string, lease time.Duration, partial string) (Reservation, error) {
 	if err := checkArgs(key, limit, window); err != nil {
 		return Reservation{}, err
 	}
 	if cost < 0 {
 		return Reservation{}, errNegativeCost
 	}
-	args := append(r.args(limit, window, cost), id, lease.Microseconds())
+	args := append(r.args(limit, window, cost), id, lease.Microseconds(), partial)
 	res, err := reserveScript.Run(ctx, r.client, r.leaseKeys(key), args...).Int64Slice()
 	if err != nil {
 		return Reservation{}, fmt.Errorf("policies: redis reserve: %w", err)

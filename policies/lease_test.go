@@ -227,3 +227,47 @@ func TestLeaseKeysShareSlot(t *testing.T) {
 		}
 	}
 }
+
+// TestHoldIsWhole: Hold admits the whole cost or refuses, as Admit does,
+// where Reserve would take the remainder; what it holds comes back when
+// its lease runs out, and Settle charges it like a reservation.
+func TestHoldIsWhole(t *testing.T) {
+	const (
+		limit  = int64(1000)
+		window = time.Hour
+		ttl    = 10 * time.Second
+	)
+	for _, k := range limiterKinds() {
+		t.Run(k.name, func(t *testing.T) {
+			ctx := context.Background()
+			clock := newFakeClock()
+			l := k.make(t, clock).(Holder)
+			if r, err := l.Hold(ctx, "k", limit, window, 700, "a", ttl); err != nil || !r.Allowed || r.Reserved != 700 || r.Held != 700 {
+				t.Fatalf("hold a: %+v %v", r, err)
+			}
+			// 300 remain: a cost of 400 is refused whole, nothing held.
+			if r, err := l.Hold(ctx, "k", limit, window, 400, "b", ttl); err != nil || r.Allowed || r.Reserved != 0 || r.Held != 700 {
+				t.Fatalf("hold b over the limit: %+v %v", r, err)
+			}
+			if r, _ := l.Hold(ctx, "k", limit, window, 300, "c", ttl); !r.Allowed || r.Reserved != 300 || r.Remaining != 0 {
+				t.Fatalf("hold c, exactly the rest: %+v", r)
+			}
+			// c settles in time having used 100: 200 refunded.
+			if live, err := l.Settle(ctx, "k", limit, window, "c", 300, 100, true); err != nil || !live {
+				t.Fatalf("settle c: %v %v", live, err)
+			}
+			if got := count(t, l, "k", limit, window); got != 800 {
+				t.Fatalf("count after c settled = %d, want 800", got)
+			}
+			// a's instance died: after its lease the next call reclaims it.
+			clock.Advance(ttl + time.Second)
+			r, err := l.Hold(ctx, "k", limit, window, 850, "d", ttl)
+			if err != nil || !r.Allowed || r.Reclaimed != 700 || r.Held != 850 {
+				t.Fatalf("hold d after a's lease ran out: %+v %v", r, err)
+			}
+			if got := count(t, l, "k", limit, window); got != 950 {
+				t.Fatalf("count = %d, want c's 100 and d's 850", got)
+			}
+		})
+	}
+}

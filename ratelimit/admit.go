@@ -3,7 +3,9 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -27,6 +29,10 @@ type grant struct {
 	cost int64
 	at   time.Time
 	dec  policies.Decision
+	// held says cost is held under the verdict's reservation id with a
+	// lease (policies.Holder), so it is settled through Settle and comes
+	// back after the lease when its instance dies before settling.
+	held bool
 }
 
 // verdict is the outcome of admitting a request that matched at least one
@@ -39,6 +45,9 @@ type verdict struct {
 	refused *grant
 	// keyName and workspace are the caller's, for the log.
 	keyName, workspace string
+	// id names the request's held reservations (reservationID), made
+	// when the first is held.
+	id string
 	// buf holds the grants of the usual one or two policies, so a verdict
 	// is a single allocation.
 	buf [2]grant
@@ -141,7 +150,7 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, c *requester) (
 	if v == nil {
 		return nil, true
 	}
-	h.registerSettlement(r, v.grants)
+	h.registerSettlement(r, v.id, v.grants)
 	return v, true
 }
 
@@ -331,13 +340,26 @@ func (h *Handler) consume(ctx context.Context, q *request, cands []*policies.Pol
 			cost = min(h.reserveSpend(q, p), limit)
 		}
 		if h.st.down.failFast() {
-			h.refund(ctx, v.grants)
+			h.refund(ctx, v.id, v.grants)
 			return h.failMode()
 		}
 		g := grant{policy: p, key: p.GroupKey(&q.attrs), cost: cost, at: time.Now()}
-		d, err := lim.Admit(ctx, g.key, limit, p.Window(), cost)
+		var (
+			d   policies.Decision
+			err error
+		)
+		if holder, ok := lim.(policies.Holder); ok && p.CountsUsage() {
+			if v.id == "" {
+				v.id = reservationID()
+			}
+			var r policies.Reservation
+			r, err = holder.Hold(ctx, g.key, limit, p.Window(), cost, v.id, h.lease(p.Window()))
+			d, g.held = r.Decision, r.Reserved > 0
+		} else {
+			d, err = lim.Admit(ctx, g.key, limit, p.Window(), cost)
+		}
 		if err != nil {
-			h.refund(ctx, v.grants)
+			h.refund(ctx, v.id, v.grants)
 			if ctx.Err() != nil {
 				return nil, err
 			}
@@ -348,7 +370,7 @@ func (h *Handler) consume(ctx context.Context, q *request, cands []*policies.Pol
 		h.st.down.ok()
 		g.dec = d
 		if !d.Allowed {
-			h.refund(ctx, v.grants)
+			h.refund(ctx, v.id, v.grants)
 			refused := g // a copy, so g itself does not escape on the admit path
 			v.refused = &refused
 			return v, nil
@@ -369,7 +391,7 @@ func (h *Handler) failMode() (*verdict, error) {
 
 // refund gives back what grants consumed, because the request they
 // admitted is not going ahead. It runs even if the client has left.
-func (h *Handler) refund(ctx context.Context, grants []grant) {
+func (h *Handler) refund(ctx context.Context, id string, grants []grant) {
 	if len(grants) == 0 {
 		return
 	}
@@ -377,22 +399,57 @@ func (h *Handler) refund(ctx context.Context, grants []grant) {
 	lim := h.ctl.Limiter()
 	now := time.Now()
 	for i := range grants {
-		g := &grants[i]
-		p := g.policy
-		delta := policies.SettleDelta(g.cost, 0, g.at, now, p.Window())
-		if delta == 0 {
-			continue
-		}
-		if err := lim.Adjust(ctx, g.key, p.Limit(), p.Window(), delta); err != nil {
+		if err := settleGrant(ctx, lim, id, &grants[i], 0, now); err != nil {
 			h.st.down.failed()
 			h.logFailure("rate limiter refund failed", err)
 		}
 	}
 }
 
+// settleGrant charges g used units in place of its reservation: through
+// Settle when it is held, else as an Adjust by policies.SettleDelta. An
+// unused part is refunded only while the reservation is in its window.
+func settleGrant(ctx context.Context, lim policies.Limiter, id string, g *grant, used int64, now time.Time) error {
+	p := g.policy
+	if g.held {
+		refundable := now.Sub(g.at) < p.Window()
+		_, err := lim.(policies.Holder).Settle(ctx, g.key, p.Limit(), p.Window(), id, g.cost, used, refundable)
+		return err
+	}
+	delta := policies.SettleDelta(g.cost, used, g.at, now, p.Window())
+	if delta == 0 {
+		return nil
+	}
+	return lim.Adjust(ctx, g.key, p.Limit(), p.Window(), delta)
+}
+
+// DefaultReservationLease is how long a token or cost reservation counts
+// unsettled, at most, before it is given back (Handler.ReservationLease).
+const DefaultReservationLease = 10 * time.Minute
+
+// lease is the lease of a reservation on a policy of window: the
+// handler's, but at most half the window. Units given back after they
+// had left the window would cancel newer ones; half the window keeps
+// the reclaim well inside it.
+func (h *Handler) lease(window time.Duration) time.Duration {
+	l := time.Duration(h.ReservationLease)
+	if l <= 0 {
+		l = DefaultReservationLease
+	}
+	return min(l, window/2)
+}
+
+// reservationID names one request's held reservations: random, so ids
+// of requests on different instances never meet on one counter.
+func reservationID() string {
+	var b [26]byte
+	out := strconv.AppendUint(b[:0], rand.Uint64(), 36)
+	return string(strconv.AppendUint(out, rand.Uint64(), 36))
+}
+
 // registerSettlement asks llm_gateway to report the outcome, so token and
 // cost reservations are settled against the usage the provider reported.
-func (h *Handler) registerSettlement(r *http.Request, grants []grant) {
+func (h *Handler) registerSettlement(r *http.Request, id string, grants []grant) {
 	tokens := false
 	for i := range grants {
 		if grants[i].policy.CountsUsage() {
@@ -409,9 +466,9 @@ func (h *Handler) registerSettlement(r *http.Request, grants []grant) {
 		if e.ChargeDuplicate {
 			// A batch line another run of it already charged: this
 			// run's reservation is given back whole.
-			h.refund(ctx, grants)
+			h.refund(ctx, id, grants)
 			return
 		}
-		h.settle(ctx, lim, grants, e)
+		h.settle(ctx, lim, id, grants, e)
 	})
 }

@@ -1,12 +1,15 @@
 package ratelimit
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"testing"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
 // benchControl is fakeControl with a key check that costs what the llm
@@ -86,4 +89,25 @@ func BenchmarkAdmitRedis(b *testing.B) {
 	ctl.limiter = newRedisLimiter(b)
 	addPolicy(b, ctl.fakeControl, policies.TypeRequests, policies.UnitRPM, policies.MaxValue, cond("workspace_id", testWS), "api_key")
 	benchAdmit(b, newHandler(b, ctl), true)
+}
+
+// BenchmarkTokensHoldSettle admits a request against one tokens policy in
+// the in-process limiter, its estimate held under a lease, and settles
+// it with the usage reported: the whole limiter work of a request.
+func BenchmarkTokensHoldSettle(b *testing.B) {
+	ctl := newBenchControl(b)
+	addPolicy(b, ctl.fakeControl, policies.TypeTokens, policies.UnitRPM, policies.MaxValue, cond("workspace_id", testWS), "api_key")
+	h := newHandler(b, ctl)
+	r := newRequest("key-alice", []byte(chatBody), "X-Gateway-Provider", "openai")
+	e := &observe.Entry{Status: 200, Usage: &providers.Usage{PromptTokens: 9, CompletionTokens: 3, TotalTokens: 12}}
+	ctx := context.Background()
+	lim := ctl.Limiter()
+	b.ReportAllocs()
+	for b.Loop() {
+		v, err := h.admit(r, nil)
+		if err != nil || v == nil || v.refused != nil {
+			b.Fatalf("admit: %+v, %v", v, err)
+		}
+		h.settle(ctx, lim, v.id, v.grants, e)
+	}
 }

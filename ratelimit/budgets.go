@@ -100,14 +100,14 @@ func (h *Handler) budget(hdr http.Header, r *http.Request, c *requester, v *verd
 			return nil, true
 		}
 		if v != nil {
-			h.refund(ctx, v.grants)
+			h.refund(ctx, v.id, v.grants)
 		}
 		return apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable,
 			"the budget store is unavailable; try again later").WithCode("budget_store_unavailable"), false
 	}
 	if refused != nil {
 		if v != nil {
-			h.refund(ctx, v.grants)
+			h.refund(ctx, v.id, v.grants)
 		}
 		h.logger.Info("request refused by a spent usage limit", zap.String("api_key_name", id.Name),
 			zap.String("workspace_id", id.WorkspaceID), zap.String("reason", refused.Message))

@@ -1,6 +1,9 @@
 package ratelimit
 
 import (
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
 	"math"
 	"strconv"
 
@@ -25,6 +28,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	llm_ratelimit [<matcher>] {
 //		max_request_body <size>
 //		default_output_tokens <n>
+//		reservation_lease <duration>
 //		policy <name> {
 //			type      requests|tokens
 //			unit      rpm|rph|rpd
@@ -68,6 +72,16 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("default_output_tokens: want a positive number of tokens, got %q", v)
 			}
 			h.DefaultOutputTokens = n
+		case "reservation_lease":
+			var v string
+			if !d.Args(&v) {
+				return d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(v)
+			if err != nil || dur < time.Second || dur > 24*time.Hour {
+				return d.Errf("reservation_lease: want a duration from 1s to 24h, like 10m, got %q", v)
+			}
+			h.ReservationLease = caddy.Duration(dur)
 		case "policy":
 			sp, err := parsePolicy(d)
 			if err != nil {

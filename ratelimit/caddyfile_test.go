@@ -2,6 +2,9 @@ package ratelimit
 
 import (
 	"reflect"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
 	"strings"
 	"testing"
 
@@ -42,6 +45,12 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 				GroupBy:    []policies.GroupBy{{Key: "api_key"}, {Key: "metadata._user"}}},
 			{Name: "tokens-per-model", Type: "tokens", Unit: "rpd", Value: 1e6, GroupBy: []policies.GroupBy{{Key: "model"}}},
 		}}},
+		{name: "reservation lease", input: `llm_ratelimit {
+			reservation_lease 2m
+		}`, want: &Handler{ReservationLease: caddy.Duration(2 * time.Minute)}},
+		{name: "reservation lease too short", input: `llm_ratelimit {
+			reservation_lease 100ms
+		}`, wantErr: "reservation_lease"},
 		{name: "argument", input: `llm_ratelimit foo`, wantErr: "wrong argument count"},
 		{name: "unknown option", input: `llm_ratelimit {
 			zone x

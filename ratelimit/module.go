@@ -61,6 +61,15 @@ type Handler struct {
 	// for a generation request that sets no output bound, unless the
 	// policy sets default_reservation (default DefaultOutputTokens).
 	DefaultOutputTokens int64 `json:"default_output_tokens,omitempty"`
+	// ReservationLease bounds how long a tokens or cost policy's
+	// reservation counts before it is settled (default
+	// DefaultReservationLease, and never more than half the policy's
+	// window): a request whose instance died never settles, and its
+	// reservation is given back once the lease has run out instead of
+	// when it leaves the window, a day later for a daily policy. A
+	// request still running then is charged what it used, in full, when
+	// it ends.
+	ReservationLease caddy.Duration `json:"reservation_lease,omitempty"`
 
 	ctl    control
 	static []*policies.Policy

@@ -1,7 +1,10 @@
 package ratelimit
 
 import (
+	"time"
+
 	"context"
+	"github.com/caddyserver/caddy/v2"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -174,3 +177,60 @@ func TestSpendAcrossInstances(t *testing.T) {
 type nextFunc func(http.ResponseWriter, *http.Request) error
 
 func (f nextFunc) ServeHTTP(w http.ResponseWriter, r *http.Request) error { return f(w, r) }
+
+// TestUnsettledReservationComesBackAfterLease: a tokens policy's
+// reservation whose request never settles (its instance died) is given
+// back once the reservation lease has run out, not when it leaves the
+// policy's day-long window; a reservation settled in time is charged its
+// usage, which its lease then leaves alone. Over Redis (whose server
+// clock leases follow, so the test waits) and in memory.
+func TestUnsettledReservationComesBackAfterLease(t *testing.T) {
+	const lease = 300 * time.Millisecond
+	reserved := estimateTokens([]byte(chatBody), int64(len(chatBody)))
+	limit := reserved * 3 / 2 // room for one reservation and a half
+	kinds := []struct {
+		name string
+		make func(t *testing.T) policies.Limiter
+	}{
+		{"memory", func(t *testing.T) policies.Limiter { return policies.NewMemoryLimiter() }},
+		{"redis", func(t *testing.T) policies.Limiter {
+			return policies.NewRedisLimiter(redistest.Client(t, 0), policies.WithKeyPrefix("llmgw-test-lease:"+uuid.NewString()+":"))
+		}},
+	}
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			ctl := newControl()
+			ctl.limiter = k.make(t)
+			tok := addPolicy(t, ctl, policies.TypeTokens, policies.UnitRPD, float64(limit), cond("api_key", "*"), "api_key")
+			h := newHandler(t, ctl)
+			h.ReservationLease = caddy.Duration(lease)
+			key := tok.GroupKey(&policies.Attributes{WorkspaceID: testWS, APIKey: "alice"})
+			serve := func() (*http.Request, int) {
+				rec := httptest.NewRecorder()
+				r := newRequest("key-alice", []byte(chatBody))
+				if err := h.ServeHTTP(rec, r, &nextHandler{}); err != nil {
+					t.Fatal(err)
+				}
+				return r, rec.Code
+			}
+			if _, code := serve(); code != http.StatusOK {
+				t.Fatalf("first request: %d", code)
+			}
+			// Never settled: it holds its reservation for the lease.
+			if _, code := serve(); code != http.StatusTooManyRequests {
+				t.Fatalf("second request within the lease: %d, want 429", code)
+			}
+			time.Sleep(lease + 100*time.Millisecond)
+			r, code := serve()
+			if code != http.StatusOK {
+				t.Fatalf("request after the lease ran out: %d, want 200 (the dead reservation given back)", code)
+			}
+			// This one settles in time, having used 10 tokens.
+			observe.RunDone(r, &observe.Entry{Status: 200, Usage: &providers.Usage{PromptTokens: 6, CompletionTokens: 4, TotalTokens: 10}})
+			time.Sleep(lease + 100*time.Millisecond)
+			if got := remaining(t, ctl.limiter, tok, key); got != limit-10 {
+				t.Fatalf("remaining %d after its lease ran out, want %d (its 10 tokens, charged once)", got, limit-10)
+			}
+		})
+	}
+}

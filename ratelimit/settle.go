@@ -97,7 +97,7 @@ const settleTimeout = 2 * time.Second
 // while the reservation is still in its window (policies.SettleDelta). Requests policies are not
 // settled: an admitted request counts whatever its outcome, a 5xx
 // included, because it did reach the gateway and possibly the provider.
-func (h *Handler) settle(ctx context.Context, lim policies.Limiter, grants []grant, e *observe.Entry) {
+func (h *Handler) settle(ctx context.Context, lim policies.Limiter, id string, grants []grant, e *observe.Entry) {
 	tokens, tokensKnown := usedTokens(e)
 	spent, spentKnown := usedMicroUSD(e)
 	now := time.Now()
@@ -105,21 +105,19 @@ func (h *Handler) settle(ctx context.Context, lim policies.Limiter, grants []gra
 	defer cancel()
 	for i := range grants {
 		g := &grants[i]
-		p := g.policy
 		var used int64
 		switch {
-		case p.Type == policies.TypeTokens && tokensKnown:
+		case g.policy.Type == policies.TypeTokens && tokensKnown:
 			used = tokens
-		case p.Type == policies.TypeCost && spentKnown:
+		case g.policy.Type == policies.TypeCost && spentKnown:
 			used = spent
+		case g.held:
+			// The outcome does not say: the reservation is the charge.
+			used = g.cost
 		default:
 			continue
 		}
-		delta := policies.SettleDelta(g.cost, used, g.at, now, p.Window())
-		if delta == 0 {
-			continue
-		}
-		if err := lim.Adjust(ctx, g.key, p.Limit(), p.Window(), delta); err != nil {
+		if err := settleGrant(ctx, lim, id, g, used, now); err != nil {
 			h.st.down.failed()
 			h.logFailure("rate limiter settlement failed", err)
 		}
