@@ -35,15 +35,7 @@ const budgetCrashDB = 5
 // (each charged a fixed usage) up to the whole budget, and the settled
 // spend is exactly the sum of what B's answers were charged.
 func TestBudgetCrashReservationsExpire(t *testing.T) {
-	rc := redistest.Client(t, budgetCrashDB)
-	ctx := context.Background()
-	if err := rc.FlushDB(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rc.FlushDB(context.Background()) })
-	bin := buildGateway(t)
-
-	up, killed := hangingUpstream(t)
+	rc, bin, up, killed := crashStart(t)
 
 	const lease = 3 * time.Second
 	llm := fmt.Sprintf("redis %s {\n\t\t\tdb %d\n\t\t\tfail_closed\n\t\t}\n\t\tbudgets {\n\t\t\tlease 3s\n\t\t\tmax_wait 200ms\n\t\t}",
@@ -125,14 +117,7 @@ func TestBudgetCrashReservationsExpire(t *testing.T) {
 // ran out, B admits requests whose usage (2,000 tokens each) is settled,
 // and the counter holds exactly that usage with no reservation left.
 func TestRateLimitCrashReservationsExpire(t *testing.T) {
-	rc := redistest.Client(t, budgetCrashDB)
-	ctx := context.Background()
-	if err := rc.FlushDB(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rc.FlushDB(context.Background()) })
-	bin := buildGateway(t)
-	up, killed := hangingUpstream(t)
+	rc, bin, up, killed := crashStart(t)
 
 	const lease = 2 * time.Second
 	llm := fmt.Sprintf("redis %s {\n\t\t\tdb %d\n\t\t\tfail_closed\n\t\t}", redistest.Addr(), budgetCrashDB)
@@ -215,6 +200,18 @@ func leaseCounters(t *testing.T, rc *redis.Client, pattern string) (units int64,
 		}
 	}
 	return units, leases
+}
+
+// crashStart prepares a crash test: its Redis database, flushed before
+// and after, the gateway binary, and a hangingUpstream.
+func crashStart(t *testing.T) (rc *redis.Client, bin string, up *fakeOpenAI, killed chan struct{}) {
+	rc = redistest.Client(t, budgetCrashDB)
+	if err := rc.FlushDB(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rc.FlushDB(context.Background()) })
+	up, killed = hangingUpstream(t)
+	return rc, buildGateway(t), up, killed
 }
 
 // hangingUpstream is a fake provider whose chat streams send their first
