@@ -154,39 +154,24 @@ func (m *MemoryLimiter) reserve(key string, limit int64, window time.Duration, c
 	if cost < 0 {
 		return Reservation{}, errNegativeCost
 	}
-	t, w := m.tick(), int64(window)
-	s := m.shard(key)
-	s.mu.Lock()
-	c := s.m[key]
-	if c == nil {
-		if cost == 0 || cost > limit {
-			s.mu.Unlock()
-			return Reservation{Decision: emptyDecision(limit, w, cost)}, nil
-		}
-		c = s.insert(key)
-	}
-	c.prepare(t, w, bucketWidth(w, m.buckets))
 	var r Reservation
-	r.Reclaimed, r.Held = c.reclaim(t)
-	got := cost
-	if partial && cost > 0 && cost <= limit && c.total < limit && c.total > limit-cost {
-		got = limit - c.total
-	}
-	r.Decision = c.admit(t, limit, got)
-	if r.Allowed {
-		r.Reserved = got
-		if got > 0 && id != "" {
-			c.hold(id, got, t+int64(ttl))
-			r.Held += got
+	ok := m.update(key, window, cost > 0 && cost <= limit, func(c *counter, t int64) {
+		r.Reclaimed, r.Held = c.reclaim(t)
+		got := cost
+		if partial && cost > 0 && cost <= limit && c.total < limit && c.total > limit-cost {
+			got = limit - c.total
 		}
-	}
-	if c.total <= 0 {
-		delete(s.m, key)
-	}
-	sweep := s.count(m.sweepEvery)
-	s.mu.Unlock()
-	if sweep {
-		m.sweepOne()
+		r.Decision = c.admit(t, limit, got)
+		if r.Allowed {
+			r.Reserved = got
+			if got > 0 && id != "" {
+				c.hold(id, got, t+int64(ttl))
+				r.Held += got
+			}
+		}
+	})
+	if !ok {
+		return Reservation{Decision: emptyDecision(limit, int64(window), cost)}, nil
 	}
 	return r, nil
 }
@@ -196,39 +181,24 @@ func (m *MemoryLimiter) Settle(_ context.Context, key string, limit int64, windo
 	if err := checkArgs(key, limit, window); err != nil {
 		return false, err
 	}
-	t, w := m.tick(), int64(window)
-	s := m.shard(key)
-	s.mu.Lock()
-	c := s.m[key]
-	if c == nil {
-		if used <= 0 {
-			s.mu.Unlock()
-			return false, nil
+	var live bool
+	// A counter that is gone holds no reservation; only a charge makes one.
+	m.update(key, window, used > 0, func(c *counter, t int64) {
+		c.reclaim(t)
+		var n int64
+		n, live = c.release(id)
+		delta := used
+		if live {
+			delta = used - n
+			if delta < 0 && !refundable {
+				delta = 0
+			}
 		}
-		c = s.insert(key)
-	}
-	c.prepare(t, w, bucketWidth(w, m.buckets))
-	c.reclaim(t)
-	n, live := c.release(id)
-	delta := used
-	if live {
-		delta = used - n
-		if delta < 0 && !refundable {
-			delta = 0
+		if delta > 0 {
+			c.add(floorDiv(t, c.width), delta)
+		} else if delta < 0 {
+			c.refund(-delta)
 		}
-	}
-	if delta > 0 {
-		c.add(floorDiv(t, c.width), delta)
-	} else if delta < 0 {
-		c.refund(-delta)
-	}
-	if c.total <= 0 {
-		delete(s.m, key)
-	}
-	sweep := s.count(m.sweepEvery)
-	s.mu.Unlock()
-	if sweep {
-		m.sweepOne()
-	}
+	})
 	return live, nil
 }

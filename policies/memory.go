@@ -72,27 +72,11 @@ func (m *MemoryLimiter) Admit(_ context.Context, key string, limit int64, window
 	if cost < 0 {
 		return Decision{}, errNegativeCost
 	}
-	t, w := m.tick(), int64(window)
-	s := m.shard(key)
-	s.mu.Lock()
-	c := s.m[key]
-	if c == nil {
-		if cost == 0 || cost > limit {
-			// Nothing would be stored: answer without creating state.
-			s.mu.Unlock()
-			return emptyDecision(limit, w, cost), nil
-		}
-		c = s.insert(key)
-	}
-	c.prepare(t, w, bucketWidth(w, m.buckets))
-	d := c.admit(t, limit, cost)
-	if c.total <= 0 {
-		delete(s.m, key)
-	}
-	sweep := s.count(m.sweepEvery)
-	s.mu.Unlock()
-	if sweep {
-		m.sweepOne()
+	var d Decision
+	// Without a counter, a zero cost or one above the limit would store
+	// nothing: answered without creating state.
+	if !m.update(key, window, cost > 0 && cost <= limit, func(c *counter, t int64) { d = c.admit(t, limit, cost) }) {
+		return emptyDecision(limit, int64(window), cost), nil
 	}
 	return d, nil
 }
@@ -105,23 +89,36 @@ func (m *MemoryLimiter) Adjust(_ context.Context, key string, limit int64, windo
 	if delta == 0 {
 		return nil
 	}
+	// A refund on a counter that is gone has nothing left to give back.
+	m.update(key, window, delta > 0, func(c *counter, t int64) {
+		if delta > 0 {
+			c.add(floorDiv(t, c.width), delta)
+		} else {
+			c.refund(-delta)
+		}
+	})
+	return nil
+}
+
+// update runs op on key's counter, prepared for the current tick, under
+// its shard's lock, creating the counter when it is missing and create
+// is set (else op does not run and update reports false). A counter op
+// leaves empty is dropped. Every operation of the limiter goes through
+// it, so each keeps the shard's sweep count.
+func (m *MemoryLimiter) update(key string, window time.Duration, create bool, op func(c *counter, t int64)) bool {
 	t, w := m.tick(), int64(window)
 	s := m.shard(key)
 	s.mu.Lock()
 	c := s.m[key]
 	if c == nil {
-		if delta < 0 {
+		if !create {
 			s.mu.Unlock()
-			return nil
+			return false
 		}
 		c = s.insert(key)
 	}
 	c.prepare(t, w, bucketWidth(w, m.buckets))
-	if delta > 0 {
-		c.add(floorDiv(t, c.width), delta)
-	} else {
-		c.refund(-delta)
-	}
+	op(c, t)
 	if c.total <= 0 {
 		delete(s.m, key)
 	}
@@ -130,7 +127,7 @@ func (m *MemoryLimiter) Adjust(_ context.Context, key string, limit int64, windo
 	if sweep {
 		m.sweepOne()
 	}
-	return nil
+	return true
 }
 
 // Len returns the number of keys held, for metrics and tests.
