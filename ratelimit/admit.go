@@ -411,9 +411,9 @@ func (h *Handler) refund(ctx context.Context, id string, grants []grant) {
 // unused part is refunded only while the reservation is in its window.
 func settleGrant(ctx context.Context, lim policies.Limiter, id string, g *grant, used int64, now time.Time) error {
 	p := g.policy
-	if g.held {
+	if holder, ok := lim.(policies.Holder); ok && g.held {
 		refundable := now.Sub(g.at) < p.Window()
-		_, err := lim.(policies.Holder).Settle(ctx, g.key, p.Limit(), p.Window(), id, g.cost, used, refundable)
+		_, err := holder.Settle(ctx, g.key, p.Limit(), p.Window(), id, g.cost, used, refundable)
 		return err
 	}
 	delta := policies.SettleDelta(g.cost, used, g.at, now, p.Window())
