@@ -108,10 +108,23 @@ func BenchmarkAnalytics1M(b *testing.B) {
 }
 
 // BenchmarkInsertGatewayShaped is the embedded writer's cost per record
-// for records shaped as the gateway makes them: time-ordered, a made-up
-// (UUIDv7) trace id each, a few keys and models, in batches of
-// DefaultBatch; the records are built before the timer runs.
+// for records shaped as the gateway makes them: time-ordered, a few keys
+// and models, in batches of DefaultBatch; the records are built before
+// the timer runs. Their trace ids are made up by the gateway (UUIDv7,
+// trace=made) or sent by clients (random UUIDs, trace=client).
 func BenchmarkInsertGatewayShaped(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		trace func() string
+	}{
+		{"trace=made", func() string { return uuid.Must(uuid.NewV7()).String() }},
+		{"trace=client", uuid.NewString},
+	} {
+		b.Run(tc.name, func(b *testing.B) { benchInsertShaped(b, tc.trace) })
+	}
+}
+
+func benchInsertShaped(b *testing.B, trace func() string) {
 	db := openTest(b, filepath.Join(b.TempDir(), "ledger.db"))
 	const batches = 64
 	recs := make([][]Record, batches)
@@ -119,11 +132,15 @@ func BenchmarkInsertGatewayShaped(b *testing.B) {
 		recs[i] = make([]Record, DefaultBatch)
 	}
 	n := 0
+	// The records' times follow the wall clock, as the gateway's do, so
+	// made-up ids are time-ordered against them.
+	start := time.Now().Add(-time.Hour)
 	fill := func() {
 		for _, batch := range recs {
 			for j := range batch {
 				batch[j] = rec(fmt.Sprintf("ws-%d", n%4), time.Duration(n)*100*time.Microsecond, []string{"gpt-4o", "claude", "llama"}[n%3], 200, int64(1000+n%97))
-				batch[j].TraceID = uuid.Must(uuid.NewV7()).String()
+				batch[j].Time = start.Add(time.Duration(n) * 100 * time.Microsecond)
+				batch[j].TraceID = trace()
 				n++
 			}
 		}
@@ -143,4 +160,34 @@ func BenchmarkInsertGatewayShaped(b *testing.B) {
 		written += DefaultBatch
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(written), "ns/record")
+}
+
+// BenchmarkTraceLookup finds one record by a client's trace id among
+// 1,000,000 records of client trace ids (the bucket index), through the
+// logs query a trace filter makes.
+func BenchmarkTraceLookup(b *testing.B) {
+	db := openTest(b, filepath.Join(b.TempDir(), "ledger.db"))
+	const total = 1_000_000
+	ids := make([]string, 0, total)
+	start := time.Now().Add(-2 * time.Hour)
+	batch := make([]Record, 0, DefaultBatch)
+	for n := 0; n < total; n++ {
+		r := rec(fmt.Sprintf("ws-%d", n%4), 0, "gpt-4o", 200, 1)
+		r.Organisation, r.Time, r.TraceID = "org", start.Add(time.Duration(n)*5*time.Millisecond), uuid.NewString()
+		ids = append(ids, r.TraceID)
+		if batch = append(batch, r); len(batch) == DefaultBatch {
+			if err := db.Insert(context.Background(), batch); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		id := ids[(i*7919)%total]
+		got, n, _, err := db.Logs(context.Background(), &Filter{Organisation: "org", TraceID: id}, 50, 0)
+		if err != nil || n != 1 || got[0].TraceID != id {
+			b.Fatalf("lookup %s: %d records, %v", id, n, err)
+		}
+	}
 }

@@ -67,6 +67,15 @@ var migrations = []string{
 	DROP INDEX IF EXISTS llm_ledger_workspace_ts;
 	CREATE UNIQUE INDEX IF NOT EXISTS llm_ledger_batch_line_once ON llm_ledger (batch_id, custom_id) WHERE batch_id IS NOT NULL;
 	DROP INDEX IF EXISTS llm_ledger_batch_line`,
+	// 5: trace ids a client sent are indexed by bucket, time and hash
+	// instead of by their text, which put each insert on a random page
+	// (tracekey.go); the records written before keep NULL buckets and stay
+	// in the text index.
+	`ALTER TABLE llm_ledger ADD COLUMN trace_bucket SMALLINT;
+	ALTER TABLE llm_ledger ADD COLUMN trace_hash BIGINT;
+	CREATE INDEX IF NOT EXISTS llm_ledger_trace_made ON llm_ledger (trace_id) WHERE trace_bucket IS NULL;
+	CREATE INDEX IF NOT EXISTS llm_ledger_trace_sent ON llm_ledger (trace_bucket, ts, trace_hash) WHERE trace_bucket IS NOT NULL;
+	DROP INDEX IF EXISTS llm_ledger_trace`,
 }
 
 // advisoryLock is the PostgreSQL advisory lock key migrations hold, so

@@ -54,18 +54,43 @@ func ValidMetadataKey(k string) bool {
 	return true
 }
 
-// where builds the WHERE clause of f and its arguments, over the records.
+// where builds the FROM and WHERE clauses of f over the records, and
+// their arguments.
 func (s *DB) where(f *Filter) (string, []any, error) {
-	return s.whereIn(f, source{ts: "ts", from: f.From, to: f.To})
+	return s.whereIn(f, source{table: "llm_ledger", ts: "ts", from: f.From, to: f.To})
 }
 
-// whereIn builds the WHERE clause of f for the part of its time range
-// src reads, with src's time column.
+// whereIn builds the FROM and WHERE clauses of f for the part of its
+// time range src reads, from src's table with its time column, and their
+// arguments in the order they appear.
 func (s *DB) whereIn(f *Filter, src source) (string, []any, error) {
 	var (
 		conds []string
 		args  []any
+		from  = " FROM " + src.table
 	)
+	if f.TraceID != "" {
+		// The records of a trace come from either index of trace ids
+		// (tracekey.go), each through its own partial index, the hash
+		// narrowing a bucket to its trace and a time range to its part.
+		// They lead the join (CROSS JOIN keeps SQLite's order; PostgreSQL
+		// plans it as any join): otherwise SQLite, without statistics,
+		// reads every record of the scope and tests each (0.49 s for one
+		// trace among 1,000,000 records, BenchmarkTraceLookup).
+		h := traceHash(f.TraceID)
+		sent := "SELECT id FROM llm_ledger WHERE trace_bucket = ?"
+		args = append(args, f.TraceID, int64(uint64(h)%traceBuckets))
+		if !f.From.IsZero() {
+			sent, args = sent+" AND ts >= ?", append(args, f.From.UnixMicro())
+		}
+		if !f.To.IsZero() {
+			sent, args = sent+" AND ts < ?", append(args, f.To.UnixMicro())
+		}
+		args = append(args, h, f.TraceID)
+		from = " FROM (SELECT id AS traced FROM llm_ledger WHERE trace_bucket IS NULL AND trace_id = ? UNION ALL " +
+			sent + " AND trace_hash = ? AND trace_id = ?) trace CROSS JOIN " + src.table
+		conds = append(conds, src.table+".id = trace.traced")
+	}
 	switch {
 	case f.Workspace != "":
 		conds, args = append(conds, "workspace_id = ?"), append(args, f.Workspace)
@@ -104,9 +129,6 @@ func (s *DB) whereIn(f *Filter, src source) (string, []any, error) {
 			args = append(args, v)
 		}
 	}
-	if f.TraceID != "" {
-		conds, args = append(conds, "trace_id = ?"), append(args, f.TraceID)
-	}
 	if f.ID != 0 {
 		conds, args = append(conds, "id = ?"), append(args, f.ID)
 	}
@@ -117,7 +139,7 @@ func (s *DB) whereIn(f *Filter, src source) (string, []any, error) {
 		conds = append(conds, s.d.metadataValue()+" = ?")
 		args = append(args, s.d.metadataArg(k), v)
 	}
-	return " WHERE " + strings.Join(conds, " AND "), args, nil
+	return from + " WHERE " + strings.Join(conds, " AND "), args, nil
 }
 
 // MaxLogsTotal is the most records Logs counts: past it the total is
@@ -134,7 +156,7 @@ func (s *DB) Logs(ctx context.Context, f *Filter, limit, offset int) (recs []Rec
 	if err != nil {
 		return nil, 0, false, err
 	}
-	count := "SELECT COUNT(*) FROM (SELECT 1 FROM llm_ledger" + where + " LIMIT ?) selected"
+	count := "SELECT COUNT(*) FROM (SELECT 1" + where + " LIMIT ?) selected"
 	if err := s.db.QueryRowContext(ctx, s.d.bind(count), append(args, MaxLogsTotal+1)...).Scan(&total); err != nil {
 		return nil, 0, false, err
 	}
@@ -147,7 +169,7 @@ func (s *DB) Logs(ctx context.Context, f *Filter, limit, offset int) (recs []Rec
 
 // logsPage reads one page of the records a where clause selects.
 func (s *DB) logsPage(ctx context.Context, where string, args []any, limit, offset int) ([]Record, error) {
-	q := "SELECT id, " + columns + " FROM llm_ledger" + where + " ORDER BY ts DESC, id DESC LIMIT ? OFFSET ?"
+	q := "SELECT id, " + columns + where + " ORDER BY ts DESC, id DESC LIMIT ? OFFSET ?"
 	rows, err := s.db.QueryContext(ctx, s.d.bind(q), append(args, limit, offset)...)
 	if err != nil {
 		return nil, err
@@ -236,7 +258,7 @@ func (s *DB) Series(ctx context.Context, f *Filter, bucket time.Duration) ([]Poi
 		if err != nil {
 			return nil, all, err
 		}
-		q := "SELECT (" + src.ts + " / ?) * ?, " + src.aggregates + " FROM " + src.table + where + " GROUP BY 1"
+		q := "SELECT (" + src.ts + " / ?) * ?, " + src.aggregates + where + " GROUP BY 1"
 		rows, err := s.db.QueryContext(ctx, s.d.bind(q), append([]any{b, b}, args...)...)
 		if err != nil {
 			return nil, all, err
@@ -330,7 +352,7 @@ func (s *DB) Groups(ctx context.Context, f *Filter, by, metaKey string, limit, o
 		if err != nil {
 			return nil, 0, err
 		}
-		q := "SELECT " + expr + ", " + src.aggregates + " FROM " + src.table + where + " GROUP BY 1"
+		q := "SELECT " + expr + ", " + src.aggregates + where + " GROUP BY 1"
 		rows, err := s.db.QueryContext(ctx, s.d.bind(q), args...)
 		if err != nil {
 			return nil, 0, err
@@ -386,11 +408,11 @@ func (s *DB) metadataGroups(ctx context.Context, f *Filter, metaKey string, limi
 	expr := "COALESCE(" + s.d.metadataValue() + ", '')"
 	pre := []any{s.d.metadataArg(metaKey)}
 	var total int64
-	cq := "SELECT COUNT(*) FROM (SELECT " + expr + " FROM llm_ledger" + where + " GROUP BY 1) g"
+	cq := "SELECT COUNT(*) FROM (SELECT " + expr + where + " GROUP BY 1) g"
 	if err := s.db.QueryRowContext(ctx, s.d.bind(cq), append(pre, args...)...).Scan(&total); err != nil {
 		return nil, 0, err
 	}
-	q := "SELECT " + expr + ", " + aggregates + " FROM llm_ledger" + where + " GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT ? OFFSET ?"
+	q := "SELECT " + expr + ", " + aggregates + where + " GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT ? OFFSET ?"
 	all := append(append(append([]any{}, pre...), args...), limit, offset)
 	rows, err := s.db.QueryContext(ctx, s.d.bind(q), all...)
 	if err != nil {
@@ -419,7 +441,7 @@ func (s *DB) LatencyBins(ctx context.Context, f *Filter, bucket time.Duration) (
 		return nil, err
 	}
 	b := max(bucket.Microseconds(), 1)
-	q := "SELECT (ts / ?) * ?, LENGTH(CAST(latency_us AS TEXT)), SUBSTR(CAST(latency_us AS TEXT), 1, 2), COUNT(*) FROM llm_ledger" +
+	q := "SELECT (ts / ?) * ?, LENGTH(CAST(latency_us AS TEXT)), SUBSTR(CAST(latency_us AS TEXT), 1, 2), COUNT(*)" +
 		where + " GROUP BY 1, 2, 3"
 	rows, err := s.db.QueryContext(ctx, s.d.bind(q), append([]any{b, b}, args...)...)
 	if err != nil {

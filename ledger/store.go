@@ -195,6 +195,13 @@ const columns = "ts, trace_id, api_key, workspace_id, organisation_id, virtual_k
 
 const nColumns = 26
 
+// insertColumns are what an INSERT writes beyond columns: the trace key
+// (traceKey), which the logs do not read.
+const (
+	insertColumns  = ", trace_bucket, trace_hash"
+	nInsertColumns = 2
+)
+
 // bulkColumns are columns without a batch line's two, which the bulk
 // INSERT of other records leaves NULL: two binds fewer a record (each
 // takes SQLite's connection mutex in modernc's driver).
@@ -218,7 +225,7 @@ func (s *DB) Insert(ctx context.Context, recs []Record) error {
 	if err != nil {
 		return err
 	}
-	err = s.execChunked(ctx, tx, stmtInsert, len(recs), nBulkColumns, func(args []any, i int) []any {
+	err = s.execChunked(ctx, tx, stmtInsert, len(recs), nBulkColumns+nInsertColumns, func(args []any, i int) []any {
 		return appendArgs(args, &recs[i], false)
 	})
 	if err != nil {
@@ -258,7 +265,7 @@ func (s *DB) insertLines(ctx context.Context, tx *sql.Tx, recs []Record) (bulk, 
 	if err != nil {
 		return nil, nil, err
 	}
-	args := make([]any, 0, nColumns)
+	args := make([]any, 0, nColumns+nInsertColumns)
 	for i := range recs {
 		r := &recs[i]
 		if r.BatchID == "" {
@@ -282,9 +289,9 @@ func (s *DB) insertLines(ctx context.Context, tx *sql.Tx, recs []Record) (bulk, 
 // insertSQL is an INSERT of rows records, batch lines (all columns) or
 // others (bulkColumns).
 func insertSQL(rows int, lines bool) string {
-	cols, n := bulkColumns, nBulkColumns
+	cols, n := bulkColumns+insertColumns, nBulkColumns+nInsertColumns
 	if lines {
-		cols, n = columns, nColumns
+		cols, n = columns+insertColumns, nColumns+nInsertColumns
 	}
 	var b strings.Builder
 	b.WriteString("INSERT INTO llm_ledger (" + cols + ") VALUES ")
@@ -299,7 +306,7 @@ func insertSQL(rows int, lines bool) string {
 }
 
 // appendArgs appends r's values in the order of columns (a batch line)
-// or bulkColumns.
+// or bulkColumns, then insertColumns.
 func appendArgs(args []any, r *Record, line bool) []any {
 	var cost, ttft any
 	if r.CostKnown {
@@ -335,7 +342,8 @@ func appendArgs(args []any, r *Record, line bool) []any {
 		}
 		args = append(args, batchID, customID)
 	}
-	return append(args, estimated)
+	bucket, hash := traceKey(r.TraceID, r.Time.Add(-r.Latency))
+	return append(args, estimated, bucket, hash)
 }
 
 // Sweep implements Store. It deletes whole hours only (before is cut
