@@ -95,27 +95,10 @@ func TestDuplicateChargeIsNotRecorded(t *testing.T) {
 // TestMigrateToBatchLines: a ledger written before migration 3 keeps its
 // records when a newer gateway adds the batch line columns and key.
 func TestMigrateToBatchLines(t *testing.T) {
-	all := migrations
-	t.Cleanup(func() { migrations = all })
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
 			dsn := st.dsn(t)
-			migrations = all[:2]
-			old, err := openMigrated(context.Background(), dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// A record as the gateway of migration 2 wrote it.
-			_, err = old.db.Exec(old.d.bind(`INSERT INTO llm_ledger (ts, trace_id, api_key, workspace_id, organisation_id,
-				virtual_key, config_id, provider, model, operation, status, stream, input_tokens, output_tokens, cached_tokens,
-				cache_write_tokens, reasoning_tokens, cost_nano_usd, latency_us, ttft_us, cache_state, retries, metadata)
-				VALUES (?, 't', 'k', 'ws', 'org', '', '', 'openai', 'm', 'chat.completions', 200, 0, 1, 1, 0, 0, 0, 5, 1, NULL, '', 0, '{}')`),
-				t0.UnixMicro())
-			if err != nil {
-				t.Fatal(err)
-			}
-			old.Close()
-			migrations = all
+			writeOldRecord(t, dsn, 2, "t")
 			db := openTest(t, dsn)
 			r := line0()
 			if err := db.Insert(context.Background(), []Record{r, r}); err != nil {
@@ -129,6 +112,29 @@ func TestMigrateToBatchLines(t *testing.T) {
 				t.Errorf("records after the migration: %+v", got)
 			}
 		})
+	}
+}
+
+// writeOldRecord writes to dsn, migrated to its first steps steps only,
+// a record of trace id trace as the gateway of migration 2 wrote it (none
+// of the later columns).
+func writeOldRecord(t *testing.T, dsn string, steps int, trace string) {
+	t.Helper()
+	all := migrations
+	migrations = all[:steps]
+	defer func() { migrations = all }()
+	old, err := openMigrated(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	_, err = old.db.Exec(old.d.bind(`INSERT INTO llm_ledger (ts, trace_id, api_key, workspace_id, organisation_id,
+		virtual_key, config_id, provider, model, operation, status, stream, input_tokens, output_tokens, cached_tokens,
+		cache_write_tokens, reasoning_tokens, cost_nano_usd, latency_us, ttft_us, cache_state, retries, metadata)
+		VALUES (?, ?, 'k', 'ws', 'org', '', '', 'openai', 'm', 'chat.completions', 200, 0, 1, 1, 0, 0, 0, 5, 1, NULL, '', 0, '{}')`),
+		t0.UnixMicro(), trace)
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -165,26 +165,10 @@ func TestTraceLookupUsesIndexes(t *testing.T) {
 // TestMigrateToTraceKeys: records written before migration 5 keep their
 // trace ids findable (they stay in the text index) beside new ones.
 func TestMigrateToTraceKeys(t *testing.T) {
-	all := migrations
-	t.Cleanup(func() { migrations = all })
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
 			dsn := st.dsn(t)
-			migrations = all[:4]
-			old, err := openMigrated(context.Background(), dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = old.db.Exec(old.d.bind(`INSERT INTO llm_ledger (ts, trace_id, api_key, workspace_id, organisation_id,
-				virtual_key, config_id, provider, model, operation, status, stream, input_tokens, output_tokens, cached_tokens,
-				cache_write_tokens, reasoning_tokens, cost_nano_usd, latency_us, ttft_us, cache_state, retries, metadata)
-				VALUES (?, 'client-trace-1', 'k', 'ws', 'org', '', '', 'openai', 'm', 'chat.completions', 200, 0, 1, 1, 0, 0, 0, 5, 1, NULL, '', 0, '{}')`),
-				t0.UnixMicro())
-			if err != nil {
-				t.Fatal(err)
-			}
-			old.Close()
-			migrations = all
+			writeOldRecord(t, dsn, 4, "client-trace-1")
 			db := openTest(t, dsn)
 			r := rec("ws", time.Second, "m", 200, 1)
 			r.TraceID = "client-trace-2"
