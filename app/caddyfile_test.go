@@ -74,6 +74,9 @@ func TestGuardrailLoadFailure(t *testing.T) {
 		{"missing parameter", `{"default.wordCount": {"minWords": 1}, "deny": true}`, []string{`guardrail "bad"`, `["default.wordCount"]`, `missing required parameter "maxWords"`}},
 		{"too many checks", `{"checks": [` + many + `]}`, []string{`guardrail "bad"`, "33 checks", "at most 32"}},
 	}
+	// caddy.Load writes the instance id into Caddy's data directory: a
+	// temporary one, never the user's.
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := adapt(t, "{\n\tadmin off\n\tstorage file_system "+t.TempDir()+"\n\tllm {\n\t\tguardrail bad `"+tc.def+"`\n\t}\n}\n")
