@@ -91,12 +91,13 @@ func BenchmarkAdmitRedis(b *testing.B) {
 	benchAdmit(b, newHandler(b, ctl), true)
 }
 
-// BenchmarkTokensHoldSettle admits a request against one tokens policy in
-// the in-process limiter, its estimate held under a lease, and settles
-// it with the usage reported: the whole limiter work of a request.
+// BenchmarkTokensHoldSettle admits a request against one hourly tokens
+// policy in the in-process limiter, its estimate held under a lease, and
+// settles it with the usage reported: the whole limiter work of a
+// request.
 func BenchmarkTokensHoldSettle(b *testing.B) {
 	ctl := newBenchControl(b)
-	addPolicy(b, ctl.fakeControl, policies.TypeTokens, policies.UnitRPM, policies.MaxValue, cond("workspace_id", testWS), "api_key")
+	addPolicy(b, ctl.fakeControl, policies.TypeTokens, policies.UnitRPH, policies.MaxValue, cond("workspace_id", testWS), "api_key")
 	h := newHandler(b, ctl)
 	r := newRequest("key-alice", []byte(chatBody), "X-Gateway-Provider", "openai")
 	e := &observe.Entry{Status: 200, Usage: &providers.Usage{PromptTokens: 9, CompletionTokens: 3, TotalTokens: 12}}

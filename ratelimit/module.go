@@ -68,7 +68,9 @@ type Handler struct {
 	// reservation is given back once the lease has run out instead of
 	// when it leaves the window, a day later for a daily policy. A
 	// request still running then is charged what it used, in full, when
-	// it ends.
+	// it ends. Policies whose window is shorter than four leases (per
+	// minute, with the default) hold no lease: their window returns the
+	// units soon enough.
 	ReservationLease caddy.Duration `json:"reservation_lease,omitempty"`
 
 	ctl    control

@@ -234,3 +234,27 @@ func TestUnsettledReservationComesBackAfterLease(t *testing.T) {
 		})
 	}
 }
+
+// TestLeasedWindows: reservations are held under a lease only on windows
+// at least four leases long: hourly and daily with the default lease, a
+// per-minute window too with a lease of 15 s or less.
+func TestLeasedWindows(t *testing.T) {
+	tests := []struct {
+		lease  time.Duration
+		window time.Duration
+		want   bool
+	}{
+		{0, time.Minute, false},
+		{0, time.Hour, true},
+		{0, 24 * time.Hour, true},
+		{15 * time.Second, time.Minute, true},
+		{16 * time.Second, time.Minute, false},
+		{time.Hour, time.Hour, false},
+	}
+	for _, tt := range tests {
+		h := &Handler{ReservationLease: caddy.Duration(tt.lease)}
+		if got := h.leased(tt.window); got != tt.want {
+			t.Errorf("lease %v, window %v: leased %v, want %v", tt.lease, tt.window, got, tt.want)
+		}
+	}
+}
