@@ -231,20 +231,23 @@ func (l *Ledger) fill(buf []Record) []Record {
 	return buf
 }
 
-// write stores buf and returns it emptied. A failed batch is retried
-// once, then dropped and counted: the writer must keep up with the
-// queue rather than hold records for a database that is gone.
+// write stores buf and returns it emptied. A batch the database refuses
+// for what a record holds is written record by record (writeEach), so
+// only that record is lost. A batch failed otherwise is retried once,
+// then dropped and counted: the writer must keep up with the queue
+// rather than hold records for a database that is gone.
 func (l *Ledger) write(buf []Record) []Record {
 	if len(buf) == 0 {
 		return buf
 	}
 	var err error
 	for try := 0; try < 2; try++ {
-		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
-		err = l.store.Insert(ctx, buf)
-		cancel()
-		if err == nil {
+		if err = l.insert(buf); err == nil {
 			recordsWritten.Add(float64(len(buf)))
+			return buf[:0]
+		}
+		if refusedForData(l.store, err) {
+			l.writeEach(buf)
 			return buf[:0]
 		}
 	}
@@ -253,6 +256,36 @@ func (l *Ledger) write(buf []Record) []Record {
 	l.logger.Error("writing usage ledger records failed; the batch is dropped",
 		zap.Int("records", len(buf)), zap.Error(err))
 	return buf[:0]
+}
+
+// insert writes one batch, bounded by writeTimeout.
+func (l *Ledger) insert(recs []Record) error {
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	return l.store.Insert(ctx, recs)
+}
+
+// writeEach writes recs one record a transaction, after the database
+// refused them as a batch for what one of them holds: the records it
+// refuses alone are dropped, counted in llm_ledger_records_rejected_total
+// and logged by trace id and error code, never by content.
+func (l *Ledger) writeEach(recs []Record) {
+	for i := range recs {
+		err := l.insert(recs[i : i+1])
+		switch {
+		case err == nil:
+			recordsWritten.Inc()
+		case refusedForData(l.store, err):
+			recordsRejected.Inc()
+			recordsDropped.Inc()
+			l.logger.Warn("the usage ledger's database refused a record; it is dropped, the rest of its batch is written",
+				zap.String("trace_id", recs[i].TraceID), zap.String("code", errorCode(err)))
+		default:
+			writeErrors.Inc()
+			recordsDropped.Inc()
+			l.logger.Error("writing a usage ledger record failed; it is dropped", zap.Error(err))
+		}
+	}
 }
 
 // sweep deletes records older than the retention.

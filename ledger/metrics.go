@@ -17,6 +17,10 @@ var (
 		Namespace: "llm", Subsystem: "ledger", Name: "records_dropped_total",
 		Help: "Usage ledger records dropped: the queue was full, the ledger was closing, or the store refused a batch twice.",
 	})
+	recordsRejected = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "llm", Subsystem: "ledger", Name: "records_rejected_total",
+		Help: "Usage ledger records the store refused for what they hold, written alone after their batch was refused; each is also counted as dropped.",
+	})
 	writeErrors = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "llm", Subsystem: "ledger", Name: "write_errors_total",
 		Help: "Batches of usage ledger records the store refused (after one retry).",
@@ -29,7 +33,7 @@ func RegisterMetrics(reg *prometheus.Registry) error {
 	if reg == nil {
 		return nil
 	}
-	for _, c := range []prometheus.Collector{recordsWritten, recordsDropped, writeErrors} {
+	for _, c := range []prometheus.Collector{recordsWritten, recordsDropped, recordsRejected, writeErrors} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {

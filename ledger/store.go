@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -124,6 +127,9 @@ func openMigrated(ctx context.Context, dsn string) (*DB, error) {
 		conn := dsn
 		if dsn != ":memory:" {
 			conn = "file:" + dsn
+			if err := createPrivate(dsn); err != nil {
+				return nil, fmt.Errorf("ledger: creating %s: %v", out.name, err)
+			}
 		}
 		// WAL lets the APIs read while the writer writes; the busy
 		// timeout makes a second process (or a reload's new config) wait
@@ -154,6 +160,25 @@ func openMigrated(ctx context.Context, dsn string) (*DB, error) {
 		return nil, fmt.Errorf("ledger: migrating %s: %v", out.name, err)
 	}
 	return out, nil
+}
+
+// createPrivate creates the SQLite file at path, empty and 0600, when it
+// does not exist yet, and its directory (0700) when that is missing:
+// SQLite would create it with the umask's mode (0644 usually), readable
+// by every user of the host, and gives its -wal and -shm files the
+// database file's mode. A file that exists keeps the mode it has.
+func createPrivate(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // migrateRetrying migrates, retrying while SQLite reports the file busy.
@@ -211,10 +236,14 @@ const bulkColumns = "ts, trace_id, api_key, workspace_id, organisation_id, virtu
 
 const nBulkColumns = nColumns - 2
 
-// Insert implements Store.
+// Insert implements Store. It replaces what PostgreSQL's text cannot
+// hold in recs' text, in place, on both databases (cleanRecord).
 func (s *DB) Insert(ctx context.Context, recs []Record) error {
 	if len(recs) == 0 {
 		return nil
+	}
+	for i := range recs {
+		cleanRecord(&recs[i])
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
