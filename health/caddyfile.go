@@ -20,13 +20,16 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	llm_health [<matcher>] live|ready {
 //		timeout    <duration>
 //		cache      <duration>
+//		fail_on    redis|ledger...
 //		access_log
 //	}
 //
-// live answers 200 while the process serves; ready answers 200 when every
-// shared store the llm app uses answers a ping within timeout (default
-// 1s), else 503 naming the failing stores, and 503 "draining" once Caddy
-// is exiting. cache is how long one round of pings answers probes
+// live answers 200 while the process serves; ready answers 200 while the
+// instance can serve: {"status":"ok"} when every shared store the llm app
+// uses answers a ping within timeout (default 1s), {"status":"degraded",…}
+// naming the stores that do not (a store every replica shares never takes
+// the fleet out of rotation), 503 naming the stores listed in fail_on
+// that do not answer, and 503 "draining" once Caddy is exiting. cache is how long one round of pings answers probes
 // (default 1s; 0 pings on every probe). access_log keeps probes in the
 // access log (they are skipped by default). The directive is ordered
 // before basic_auth; give it its own handle block, e.g.
@@ -73,6 +76,17 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			c := caddy.Duration(dur)
 			h.Cache = &c
+		case "fail_on":
+			stores := d.RemainingArgs()
+			if len(stores) == 0 {
+				return d.ArgErr()
+			}
+			for _, s := range stores {
+				if s != StoreRedis && s != StoreLedger {
+					return d.Errf("llm_health: fail_on: unknown store %q (want %s or %s)", s, StoreRedis, StoreLedger)
+				}
+			}
+			h.FailOn = append(h.FailOn, stores...)
 		case "access_log":
 			if d.NextArg() {
 				return d.ArgErr()

@@ -1,6 +1,7 @@
 package health
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		timeout time.Duration
 		cache   *time.Duration
 		log     bool
+		failOn  []string
 	}{
 		{name: "live", in: `llm_health live`, ok: true, check: "live"},
 		{name: "ready", in: `llm_health ready`, ok: true, check: "ready"},
@@ -23,6 +25,11 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{name: "ready options", in: "llm_health ready {\n timeout 250ms\n cache 2s\n access_log\n}", ok: true, check: "ready",
 			timeout: 250 * time.Millisecond, cache: ptr(2 * time.Second), log: true},
 		{name: "cache zero", in: "llm_health ready {\n cache 0s\n}", ok: true, check: "ready", cache: ptr(0)},
+		{name: "fail_on", in: "llm_health ready {\n fail_on redis ledger\n}", ok: true, check: "ready", failOn: []string{"redis", "ledger"}},
+		{name: "fail_on twice", in: "llm_health ready {\n fail_on redis\n fail_on ledger\n}", ok: true, check: "ready", failOn: []string{"redis", "ledger"}},
+		{name: "fail_on without store", in: "llm_health ready {\n fail_on\n}"},
+		{name: "fail_on unknown store", in: "llm_health ready {\n fail_on postgres\n}"},
+		{name: "fail_on on live", in: "llm_health live {\n fail_on redis\n}"},
 		{name: "no check", in: `llm_health`},
 		{name: "unknown check", in: `llm_health startup`},
 		{name: "extra arg", in: `llm_health ready now`},
@@ -46,7 +53,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 			if !tc.ok {
 				return
 			}
-			if h.Check != tc.check || time.Duration(h.Timeout) != tc.timeout || h.AccessLog != tc.log {
+			if h.Check != tc.check || time.Duration(h.Timeout) != tc.timeout || h.AccessLog != tc.log || !slices.Equal(h.FailOn, tc.failOn) {
 				t.Fatalf("got %+v", h)
 			}
 			if (h.Cache == nil) != (tc.cache == nil) || (h.Cache != nil && time.Duration(*h.Cache) != *tc.cache) {

@@ -1,6 +1,7 @@
 package health
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"sync"
@@ -20,19 +21,26 @@ type PingFunc func(ctx context.Context) error
 // Ping calls f.
 func (f PingFunc) Ping(ctx context.Context) error { return f(ctx) }
 
-// store is one shared store readiness checks, by the name the 503 body
-// gives it.
+// store is one shared store readiness checks, by the name the probe's
+// body gives it. fails is set for a store the operator named in fail_on:
+// only such a store's failure makes the instance not ready; any other
+// store that does not answer is reported as degraded while the instance
+// stays ready.
 type store struct {
-	name string
-	p    Pinger
+	name  string
+	p     Pinger
+	fails bool
 }
 
 // result is one round of pings. Its bodies are built once per round, so
 // answering a probe allocates nothing.
 type result struct {
-	at      time.Time
-	ready   bool
-	failing []string
+	at    time.Time
+	ready bool
+	// failing are the fail_on stores that did not answer (they make the
+	// instance not ready); degraded are the other stores that did not.
+	failing  []string
+	degraded []string
 	// errs are the stores' errors, for the transition log only: they may
 	// name addresses, so they never reach a response.
 	errs []error
@@ -51,6 +59,23 @@ func notReadyBody(failing []string) []byte {
 	return []byte(`{"status":"not_ready","failing":["` + strings.Join(failing, `","`) + `"]}`)
 }
 
+// resultBody is the body of a round: ok, degraded (ready, naming the
+// stores that do not answer), or not ready (naming the fail_on stores
+// that do not, and the degraded ones too).
+func resultBody(failing, degraded []string) []byte {
+	switch {
+	case len(failing) == 0 && len(degraded) == 0:
+		return bodyOK
+	case len(failing) == 0:
+		return []byte(`{"status":"degraded","degraded":["` + strings.Join(degraded, `","`) + `"]}`)
+	}
+	b := notReadyBody(failing)
+	if len(degraded) > 0 {
+		b = append(b[:len(b)-1], `,"degraded":["`+strings.Join(degraded, `","`)+`"]}`...)
+	}
+	return b
+}
+
 // checker pings the stores at most once per ttl however many probes
 // arrive: one probe refreshes, concurrent ones wait for that round (or
 // their own request's end), and later ones read its result.
@@ -59,9 +84,13 @@ type checker struct {
 	timeout time.Duration
 	ttl     time.Duration
 	now     func() time.Time
-	// onChange is called when a round's readiness differs from the
-	// previous round's (and for the first round that fails).
+	// onChange is called when a round's answer differs from the previous
+	// round's (and for the first round that is not "ok"), so a store that
+	// stays down is logged once, not on every round.
 	onChange func(r *result)
+	// observe, when set, is told each store's state after every round
+	// (the llm_gateway_store_up gauge).
+	observe func(name string, up bool)
 
 	cur atomic.Pointer[result]
 
@@ -121,21 +150,32 @@ func (c *checker) round() *result {
 		}()
 	}
 	wg.Wait()
-	r := &result{at: c.now(), ready: true, body: bodyOK, errs: errs}
+	r := &result{at: c.now(), errs: errs}
 	for i, err := range errs {
-		if err != nil {
-			r.ready = false
-			r.failing = append(r.failing, c.stores[i].name)
+		s := c.stores[i]
+		if c.observe != nil {
+			c.observe(s.name, err == nil)
+		}
+		switch {
+		case err == nil:
+		case s.fails:
+			r.failing = append(r.failing, s.name)
+		default:
+			r.degraded = append(r.degraded, s.name)
 		}
 	}
-	if !r.ready {
-		r.body = notReadyBody(r.failing)
-	}
+	r.ready = len(r.failing) == 0
+	r.body = resultBody(r.failing, r.degraded)
 	prev := c.cur.Swap(r)
-	if c.onChange != nil && ((prev == nil && !r.ready) || (prev != nil && prev.ready != r.ready)) {
+	if c.onChange != nil && ((prev == nil && len(r.errsNamed()) > 0) || (prev != nil && !bytes.Equal(prev.body, r.body))) {
 		c.onChange(r)
 	}
 	return r
+}
+
+// errsNamed lists the stores of r that did not answer, failing first.
+func (r *result) errsNamed() []string {
+	return append(append([]string(nil), r.failing...), r.degraded...)
 }
 
 // ping asks p and gives up when ctx ends even if p does not honour it,

@@ -3,8 +3,10 @@ package health
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -94,6 +97,7 @@ func TestHandlerAnswers(t *testing.T) {
 		ledgerErr  error
 		exiting    bool
 		accessLog  bool
+		failOn     []string
 		wantStatus int
 		wantBody   string
 	}{
@@ -103,9 +107,14 @@ func TestHandlerAnswers(t *testing.T) {
 		{name: "live HEAD", check: CheckLive, method: "HEAD", wantStatus: 200, wantBody: ``},
 		{name: "ready", check: CheckReady, method: "GET", wantStatus: 200, wantBody: `{"status":"ok"}`},
 		{name: "ready HEAD", check: CheckReady, method: "HEAD", wantStatus: 200, wantBody: ``},
-		{name: "redis down", check: CheckReady, method: "GET", redisErr: down, wantStatus: 503, wantBody: `{"status":"not_ready","failing":["redis"]}`},
-		{name: "ledger down", check: CheckReady, method: "GET", ledgerErr: down, wantStatus: 503, wantBody: `{"status":"not_ready","failing":["ledger"]}`},
-		{name: "both down", check: CheckReady, method: "GET", redisErr: down, ledgerErr: down, wantStatus: 503, wantBody: `{"status":"not_ready","failing":["redis","ledger"]}`},
+		{name: "redis down: degraded, still ready", check: CheckReady, method: "GET", redisErr: down, wantStatus: 200, wantBody: `{"status":"degraded","degraded":["redis"]}`},
+		{name: "ledger down: degraded, still ready", check: CheckReady, method: "GET", ledgerErr: down, wantStatus: 200, wantBody: `{"status":"degraded","degraded":["ledger"]}`},
+		{name: "both down: degraded", check: CheckReady, method: "GET", redisErr: down, ledgerErr: down, wantStatus: 200, wantBody: `{"status":"degraded","degraded":["redis","ledger"]}`},
+		{name: "redis down, fail_on redis", check: CheckReady, method: "GET", redisErr: down, failOn: []string{"redis"}, wantStatus: 503, wantBody: `{"status":"not_ready","failing":["redis"]}`},
+		{name: "ledger down, fail_on redis", check: CheckReady, method: "GET", ledgerErr: down, failOn: []string{"redis"}, wantStatus: 200, wantBody: `{"status":"degraded","degraded":["ledger"]}`},
+		{name: "both down, fail_on ledger", check: CheckReady, method: "GET", redisErr: down, ledgerErr: down, failOn: []string{"ledger"}, wantStatus: 503, wantBody: `{"status":"not_ready","failing":["ledger"],"degraded":["redis"]}`},
+		{name: "both down, fail_on both", check: CheckReady, method: "GET", redisErr: down, ledgerErr: down, failOn: []string{"redis", "ledger"}, wantStatus: 503, wantBody: `{"status":"not_ready","failing":["redis","ledger"]}`},
+		{name: "draining with fail_on", check: CheckReady, method: "GET", exiting: true, failOn: []string{"redis"}, wantStatus: 503, wantBody: `{"status":"not_ready","failing":["draining"]}`},
 		{name: "draining", check: CheckReady, method: "GET", exiting: true, wantStatus: 503, wantBody: `{"status":"not_ready","failing":["draining"]}`},
 		{name: "logged when asked", check: CheckReady, method: "GET", accessLog: true, wantStatus: 200, wantBody: `{"status":"ok"}`},
 		{name: "POST refused", check: CheckReady, method: "POST", wantStatus: 405, wantBody: `"type":"invalid_request_error"`},
@@ -114,7 +123,9 @@ func TestHandlerAnswers(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			redis, ledger := &fakeStore{err: tc.redisErr}, &fakeStore{err: tc.ledgerErr}
-			h, _, exiting := newTestHandler(tc.check, store{StoreRedis, redis}, store{StoreLedger, ledger})
+			h, _, exiting := newTestHandler(tc.check,
+				store{StoreRedis, redis, slices.Contains(tc.failOn, StoreRedis)},
+				store{StoreLedger, ledger, slices.Contains(tc.failOn, StoreLedger)})
 			h.AccessLog = tc.accessLog
 			exiting.Store(tc.exiting)
 			status, body, skip := probe(t, h, tc.method)
@@ -157,7 +168,7 @@ func TestReadyWithoutStores(t *testing.T) {
 // of pings; the next period pings again and sees the store's new state.
 func TestReadyCachesRounds(t *testing.T) {
 	redis := &fakeStore{}
-	h, clk, _ := newTestHandler(CheckReady, store{StoreRedis, redis})
+	h, clk, _ := newTestHandler(CheckReady, store{StoreRedis, redis, true})
 	for i := 0; i < 50; i++ {
 		if status, _, _ := probe(t, h, "GET"); status != 200 {
 			t.Fatalf("probe %d: %d", i, status)
@@ -188,7 +199,7 @@ func TestReadyCachesRounds(t *testing.T) {
 // wait for it instead of starting their own.
 func TestReadyConcurrentProbesShareRound(t *testing.T) {
 	redis := &fakeStore{hold: make(chan struct{})}
-	h, _, _ := newTestHandler(CheckReady, store{StoreRedis, redis})
+	h, _, _ := newTestHandler(CheckReady, store{StoreRedis, redis, true})
 	h.checker.timeout = time.Hour // the hold, not the timeout, ends the round
 	const n = 20
 	var wg sync.WaitGroup
@@ -222,7 +233,7 @@ func TestReadyConcurrentProbesShareRound(t *testing.T) {
 func TestReadyHungStoreTimesOut(t *testing.T) {
 	hung := &fakeStore{hold: make(chan struct{})}
 	defer close(hung.hold)
-	h, _, _ := newTestHandler(CheckReady, store{StoreRedis, &fakeStore{}}, store{StoreLedger, hung})
+	h, _, _ := newTestHandler(CheckReady, store{StoreRedis, &fakeStore{}, true}, store{StoreLedger, hung, true})
 	h.checker.timeout = 20 * time.Millisecond
 	status, body, _ := probe(t, h, "GET")
 	if status != 503 || body != `{"status":"not_ready","failing":["ledger"]}` {
@@ -234,7 +245,7 @@ func TestReadyHungStoreTimesOut(t *testing.T) {
 // probe's first round runs answers 503 without waiting for the round.
 func TestReadyProbeCancelled(t *testing.T) {
 	redis := &fakeStore{hold: make(chan struct{})}
-	h, _, _ := newTestHandler(CheckReady, store{StoreRedis, redis})
+	h, _, _ := newTestHandler(CheckReady, store{StoreRedis, redis, true})
 	h.checker.timeout = time.Hour
 	first := make(chan struct{})
 	go func() {
@@ -253,32 +264,61 @@ func TestReadyProbeCancelled(t *testing.T) {
 	<-first
 }
 
-// TestReadyLogsTransitions: a change of readiness is logged once, with
-// the store's error (for operators), and a steady state is not logged.
+// TestReadyLogsTransitions: a change of the answer is logged once, with
+// the store's error (for operators), and a steady state is not logged,
+// whether the store fails readiness (fail_on) or only degrades it.
 func TestReadyLogsTransitions(t *testing.T) {
-	redis := &fakeStore{}
-	h, clk, _ := newTestHandler(CheckReady)
-	var mu sync.Mutex
-	var logged []string
-	h.logger = zap.NewExample(zap.Hooks(func(e zapcore.Entry) error {
-		mu.Lock()
-		logged = append(logged, e.Level.String()+" "+e.Message)
-		mu.Unlock()
-		return nil
-	}))
-	h.checker = h.newChecker([]store{{StoreRedis, redis}})
-	h.checker.now = clk.now
-	steps := []error{nil, nil, errors.New("down"), errors.New("down"), nil}
-	for _, err := range steps {
-		redis.set(err)
-		probe(t, h, "GET")
-		clk.add(time.Hour)
+	for _, tc := range []struct {
+		fails bool
+		warn  string
+	}{
+		{fails: true, warn: "warn not ready: a shared store named in fail_on does not answer"},
+		{fails: false, warn: "warn degraded: a shared store does not answer; still ready, since every replica shares it"},
+	} {
+		t.Run(fmt.Sprintf("fails=%v", tc.fails), func(t *testing.T) {
+			redis := &fakeStore{}
+			h, clk, _ := newTestHandler(CheckReady)
+			var mu sync.Mutex
+			var logged []string
+			h.logger = zap.NewExample(zap.Hooks(func(e zapcore.Entry) error {
+				mu.Lock()
+				logged = append(logged, e.Level.String()+" "+e.Message)
+				mu.Unlock()
+				return nil
+			}))
+			h.checker = h.newChecker([]store{{StoreRedis, redis, tc.fails}})
+			h.checker.now = clk.now
+			steps := []error{nil, nil, errors.New("down"), errors.New("down"), errors.New("down"), nil}
+			for _, err := range steps {
+				redis.set(err)
+				probe(t, h, "GET")
+				clk.add(time.Hour)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			want := []string{tc.warn, "info ready: every shared store answers"}
+			if strings.Join(logged, "|") != strings.Join(want, "|") {
+				t.Fatalf("logged %q, want %q", logged, want)
+			}
+		})
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	want := []string{"warn not ready: a shared store does not answer", "info ready: every shared store answers"}
-	if strings.Join(logged, "|") != strings.Join(want, "|") {
-		t.Fatalf("logged %q, want %q", logged, want)
+}
+
+// TestStoreUpGauge: each round sets llm_gateway_store_up for each store,
+// 0 while it does not answer and 1 once it does again.
+func TestStoreUpGauge(t *testing.T) {
+	redis := &fakeStore{err: errors.New("down")}
+	h, clk, _ := newTestHandler(CheckReady, store{StoreRedis, redis, false})
+	h.checker.observe = observeStore
+	probe(t, h, "GET")
+	if v := testutil.ToFloat64(storeUp.WithLabelValues(StoreRedis)); v != 0 {
+		t.Fatalf("store down: gauge %v, want 0", v)
+	}
+	redis.set(nil)
+	clk.add(time.Hour)
+	probe(t, h, "GET")
+	if v := testutil.ToFloat64(storeUp.WithLabelValues(StoreRedis)); v != 1 {
+		t.Fatalf("store up: gauge %v, want 1", v)
 	}
 }
 
@@ -311,7 +351,7 @@ func TestValidate(t *testing.T) {
 // TestProbeAllocations: a probe answered from the cached round allocates
 // nothing in the handler itself beyond the test's request plumbing.
 func TestProbeAllocations(t *testing.T) {
-	h, _, _ := newTestHandler(CheckReady, store{StoreRedis, &fakeStore{}})
+	h, _, _ := newTestHandler(CheckReady, store{StoreRedis, &fakeStore{}, false})
 	vars := map[string]any{}
 	ctx := context.WithValue(context.Background(), caddyhttp.VarsCtxKey, vars)
 	req := httptest.NewRequest("GET", "/readyz", nil).WithContext(ctx)

@@ -4,12 +4,22 @@
 //
 // `llm_health live` answers 200 {"status":"ok"} whenever the process
 // serves HTTP, draining included (a liveness failure restarts the
-// process, which a drain must not cause). `llm_health ready` answers 200
+// process, which a drain must not cause).
+//
+// `llm_health ready` means "this instance can serve". It answers 200
 // {"status":"ok"} when the config is loaded (the handler only runs in a
 // loaded config) and every shared store the llm app uses answers a ping
 // within the timeout: Redis (`llm { redis … }`) and the usage ledger's
-// database (`llm { ledger … }`). Otherwise it answers 503
-// {"status":"not_ready","failing":["redis"]}, naming the stores and
+// database (`llm { ledger … }`). A shared store that does not answer does
+// not fail readiness by default: every replica shares it, so failing
+// readiness on it would take every replica out of the load balancer at
+// once and turn a degraded dependency into a full outage (the gateway
+// keeps serving: fail_open admits without Redis, the ledger spools). The
+// probe then answers 200 {"status":"degraded","degraded":["redis"]} and
+// the llm_gateway_store_up gauge reads 0 for that store. An operator who
+// prefers the instance out of rotation while a store is away names it in
+// fail_on; its failure answers 503
+// {"status":"not_ready","failing":["redis"]}. Bodies name the stores,
 // never their errors or addresses. From the moment Caddy begins to exit
 // (SIGTERM, `caddy stop`, POST /stop) readiness answers 503 with
 // "draining", so load balancers take the instance out while Caddy's
@@ -18,14 +28,16 @@
 // Probes are cheap: store pings run at most once per cache period (1 s by
 // default) however many probes arrive, the answers are prebuilt bytes,
 // and probe requests are left out of the access log unless access_log is
-// set. A change of readiness is logged (WARN when it fails, INFO when it
-// recovers) with the stores' errors.
+// set. A change of the answer is logged (WARN when a store stops
+// answering, INFO when all answer again) with the stores' errors, once
+// per change.
 package health
 
 import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -80,6 +92,11 @@ type Handler struct {
 	// AccessLog keeps probe requests in the access log; by default they
 	// are skipped, as Caddy's log_skip would.
 	AccessLog bool `json:"access_log,omitempty"`
+	// FailOn names the shared stores ("redis", "ledger") whose failure
+	// makes the instance not ready (503). By default none does: the
+	// probe reports a store that does not answer as degraded and stays
+	// 200, because every replica shares it.
+	FailOn []string `json:"fail_on,omitempty"`
 
 	logger  *zap.Logger
 	checker *checker
@@ -107,13 +124,17 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.Check != CheckReady {
 		return nil
 	}
+	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
+		return err
+	}
 	var stores []store
 	// Without an llm app in the config there is no shared store to wait
 	// for; AppIfConfigured does not create one.
 	if a, err := ctx.AppIfConfigured(app.ID); err == nil {
-		stores = appStores(a.(*app.App))
+		stores = appStores(a.(*app.App), h.FailOn)
 	}
 	h.checker = h.newChecker(stores)
+	h.checker.observe = observeStore
 	return nil
 }
 
@@ -129,6 +150,14 @@ func (h *Handler) validate() error {
 	if h.Cache != nil && (*h.Cache < 0 || time.Duration(*h.Cache) > MaxCache) {
 		return fmt.Errorf("llm_health: cache must be between 0 and %s", MaxCache)
 	}
+	if len(h.FailOn) > 0 && h.Check != CheckReady {
+		return fmt.Errorf("llm_health: fail_on applies to ready only")
+	}
+	for _, name := range h.FailOn {
+		if name != StoreRedis && name != StoreLedger {
+			return fmt.Errorf("llm_health: fail_on: unknown store %q (want %q or %q)", name, StoreRedis, StoreLedger)
+		}
+	}
 	return nil
 }
 
@@ -142,18 +171,27 @@ func (h *Handler) newChecker(stores []store) *checker {
 	}
 	logger := h.logger
 	c.onChange = func(r *result) {
-		if r.ready {
+		if r.ready && len(r.degraded) == 0 {
 			logger.Info("ready: every shared store answers")
 			return
 		}
-		fields := make([]zap.Field, 0, len(r.failing)+1)
-		fields = append(fields, zap.Strings("failing", r.failing))
+		fields := make([]zap.Field, 0, len(r.errs)+2)
+		if len(r.failing) > 0 {
+			fields = append(fields, zap.Strings("failing", r.failing))
+		}
+		if len(r.degraded) > 0 {
+			fields = append(fields, zap.Strings("degraded", r.degraded))
+		}
 		for i, err := range r.errs {
 			if err != nil {
 				fields = append(fields, zap.NamedError(stores[i].name, err))
 			}
 		}
-		logger.Warn("not ready: a shared store does not answer", fields...)
+		if !r.ready {
+			logger.Warn("not ready: a shared store named in fail_on does not answer", fields...)
+			return
+		}
+		logger.Warn("degraded: a shared store does not answer; still ready, since every replica shares it", fields...)
 	}
 	return c
 }
@@ -170,15 +208,16 @@ func (p redisPinger) Ping(ctx context.Context) error {
 }
 
 // appStores lists the shared stores a configures: Redis, and the
-// ledger's database (its store implements Pinger).
-func appStores(a *app.App) []store {
+// ledger's database (its store implements Pinger); those named in failOn
+// fail readiness.
+func appStores(a *app.App, failOn []string) []store {
 	var out []store
 	if a.RedisClient() != nil {
-		out = append(out, store{StoreRedis, redisPinger{a}})
+		out = append(out, store{StoreRedis, redisPinger{a}, slices.Contains(failOn, StoreRedis)})
 	}
 	if l := a.UsageLedger(); l != nil {
 		if p, ok := l.Store().(Pinger); ok {
-			out = append(out, store{StoreLedger, p})
+			out = append(out, store{StoreLedger, p, slices.Contains(failOn, StoreLedger)})
 		}
 	}
 	return out

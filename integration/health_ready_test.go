@@ -35,19 +35,30 @@ const healthRoutes = `
 			access_log
 		}
 	}
+	handle /readyz-strict {
+		llm_health ready {
+			timeout 300ms
+			cache 0s
+			fail_on redis ledger
+		}
+	}
 `
 
 // TestHealthReadyRedis runs the probes through a real Caddy whose llm app
-// shares a real Redis reached through a proxy the test can cut: ready
-// answers 200 while Redis answers, 503 naming redis (and nothing more)
-// once Redis stops answering, within the configured timeout rather than
-// hanging, and 200 again when Redis is back; liveness stays 200 all along
-// and probes stay out of the access log.
+// shares a real Redis (fail_open) reached through a proxy the test can
+// cut: ready answers 200 ok while Redis answers; once Redis stops
+// answering it stays 200 and reports redis as degraded (every replica
+// shares Redis, so failing readiness would pull the whole fleet) while
+// the gateway keeps serving, and a probe with fail_on redis answers 503
+// naming redis (and nothing more), within the configured timeout rather
+// than hanging; both answer 200 ok when Redis is back; liveness stays 200
+// all along and probes stay out of the access log.
 func TestHealthReadyRedis(t *testing.T) {
 	redistest.Require(t)
 	px := newCutProxy(t, redistest.Addr())
+	up := newFakeOpenAI(t)
 	loadFresh(t, site{
-		LLM:    fmt.Sprintf("redis %s {\n\t\t\tdb %d\n\t\t}", px.addr(), rlRedisDB),
+		LLM:    fmt.Sprintf("redis %s {\n\t\t\tdb %d\n\t\t\tfail_open\n\t\t}", px.addr(), rlRedisDB),
 		Before: fmt.Sprintf(healthRoutes, logPath),
 	})
 
@@ -63,8 +74,12 @@ func TestHealthReadyRedis(t *testing.T) {
 	px.hold.Store(true)
 	px.cut()
 	status, body := probeHealth(t, "/readyz")
+	if status != 200 || body != `{"status":"degraded","degraded":["redis"]}` {
+		t.Fatalf("ready with Redis unreachable under fail_open: %d %s, want 200 degraded", status, body)
+	}
+	status, body = probeHealth(t, "/readyz-strict")
 	if status != 503 || body != `{"status":"not_ready","failing":["redis"]}` {
-		t.Fatalf("ready with Redis unreachable: %d %s", status, body)
+		t.Fatalf("fail_on redis with Redis unreachable: %d %s", status, body)
 	}
 	if strings.Contains(body, px.addr()) || strings.Contains(body, "timeout") {
 		t.Fatalf("the 503 names more than the store: %s", body)
@@ -72,18 +87,32 @@ func TestHealthReadyRedis(t *testing.T) {
 	if status, _ := probeHealth(t, "/healthz"); status != 200 {
 		t.Fatalf("live while Redis is down: %d", status)
 	}
+	// The instance the probe keeps in rotation serves.
+	resp, b := do(t, "POST", "/chat/completions", []byte(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`),
+		"x-gateway-provider", "openai", "x-gateway-custom-host", up.URL, "Authorization", "Bearer sk-test-provider")
+	if resp.StatusCode != 200 {
+		t.Fatalf("a request while Redis is down (fail_open): %d %s", resp.StatusCode, b)
+	}
+	if got, ok := scrapeMetrics(t)[`llm_gateway_store_up{store="redis"}`]; !ok || got != 0 {
+		t.Fatalf("llm_gateway_store_up{store=redis} = %v (present %v) while Redis is down, want 0", got, ok)
+	}
 
 	px.down.Store(false)
-	ok := false
-	for i := 0; i < 100 && !ok; i++ {
-		status, body = probeHealth(t, "/readyz")
-		ok = status == 200 && body == `{"status":"ok"}`
+	for _, path := range []string{"/readyz", "/readyz-strict"} {
+		ok := false
+		for i := 0; i < 100 && !ok; i++ {
+			status, body = probeHealth(t, path)
+			ok = status == 200 && body == `{"status":"ok"}`
+			if !ok {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
 		if !ok {
-			time.Sleep(20 * time.Millisecond)
+			t.Fatalf("%s did not recover with Redis back: %d %s", path, status, body)
 		}
 	}
-	if !ok {
-		t.Fatalf("ready did not recover with Redis back: %d %s", status, body)
+	if got := scrapeMetrics(t)[`llm_gateway_store_up{store="redis"}`]; got != 1 {
+		t.Fatalf("llm_gateway_store_up{store=redis} = %v with Redis back, want 1", got)
 	}
 
 	// Probes are skipped from the access log unless access_log is set.
@@ -103,7 +132,8 @@ func TestHealthReadyRedis(t *testing.T) {
 			t.Errorf("%s is in the access log", uri)
 		}
 	}
-	if !strings.Contains(log, "not ready: a shared store does not answer") || !strings.Contains(log, "ready: every shared store answers") {
+	if !strings.Contains(log, "degraded: a shared store does not answer") || !strings.Contains(log, "not ready: a shared store named in fail_on does not answer") ||
+		!strings.Contains(log, "ready: every shared store answers") {
 		t.Errorf("the readiness changes are not logged:\n%s", log)
 	}
 }
@@ -143,8 +173,9 @@ func probeHealth(t *testing.T, path string) (int, string) {
 }
 
 // TestHealthReadyLedger: with the usage ledger in PostgreSQL, readiness
-// waits for the ledger's database as for Redis: 503 naming ledger while
-// PostgreSQL does not answer, 200 once it does.
+// reports the ledger's database as it does Redis: 200 degraded while
+// PostgreSQL does not answer (503 naming ledger with fail_on ledger), 200
+// ok once it does.
 func TestHealthReadyLedger(t *testing.T) {
 	var _ health.Pinger = (*ledger.DB)(nil)
 	dsn := ledgerPostgres(t)
@@ -163,8 +194,11 @@ func TestHealthReadyLedger(t *testing.T) {
 	}
 	px.hold.Store(true)
 	px.cut()
-	if status, body := probeHealth(t, "/readyz"); status != 503 || body != `{"status":"not_ready","failing":["ledger"]}` {
-		t.Fatalf("ready with PostgreSQL unreachable: %d %s", status, body)
+	if status, body := probeHealth(t, "/readyz"); status != 200 || body != `{"status":"degraded","degraded":["ledger"]}` {
+		t.Fatalf("ready with PostgreSQL unreachable: %d %s, want 200 degraded", status, body)
+	}
+	if status, body := probeHealth(t, "/readyz-strict"); status != 503 || body != `{"status":"not_ready","failing":["ledger"]}` {
+		t.Fatalf("fail_on ledger with PostgreSQL unreachable: %d %s", status, body)
 	}
 	px.down.Store(false)
 	status, body := 0, ""
