@@ -1,29 +1,41 @@
-# The gateway's container image, in Caddy's documented pattern for plugins:
-# build Caddy with this module in the official builder image, then copy the
-# binary into the official runtime image. Build from the repository root:
+# The gateway's container image: build Caddy with this module in the
+# official Go image, then copy the binary into the official Caddy runtime
+# image. Build from the repository root:
 #
 #   docker build -t caddy-llm-gateway .
 #   docker run --rm -p 8787:8787 -e GATEWAY_API_KEY=dev-key \
 #     -e OPENAI_API_KEY=sk-... caddy-llm-gateway
 #
-# Both images carry the Caddy version go.mod pins (deploy_test.go checks
-# it), so the binary is the same Caddy the tests ran against.
+# The runtime image carries the Caddy version go.mod pins and the builder
+# the Go version go.mod names (deploy_test.go checks both).
 
-FROM caddy:2.11.9-builder AS builder
-# go.mod asks for a newer Go than the builder image may ship; "auto" lets
-# the go command fetch that toolchain through the module proxy.
-ENV GOTOOLCHAIN=auto
+# The base images are build arguments so a registry mirror or a digest pin
+# can be given without editing this file, e.g.
+#   --build-arg GO_IMAGE=golang:1.26.8-alpine@sha256:<digest>
+#   --build-arg CADDY_IMAGE=caddy:2.11.9@sha256:<digest>
+# (the digests your registry serves for these tags: `docker buildx
+# imagetools inspect golang:1.26.8-alpine`). deploy_test.go checks the tags
+# follow go.mod.
+ARG GO_IMAGE=golang:1.26.8-alpine
+ARG CADDY_IMAGE=caddy:2.11.9
+
+FROM ${GO_IMAGE} AS builder
+# The builder image's own Go, which go.mod's go line names: no toolchain
+# is downloaded during the build.
+ENV GOTOOLCHAIN=local CGO_ENABLED=0
 WORKDIR /src
+# Modules first, so a source change reuses the downloaded modules' layer.
+COPY go.mod go.sum ./
+RUN go mod download
 COPY . .
-# xcaddy builds Caddy's standard modules plus this module from the build
-# context (the "=." replacement), as `go build ./cmd/caddy` does from a
-# clone.
-RUN xcaddy build v2.11.9 \
-      --with github.com/caddy-llm-gateway/caddy-llm-gateway=. \
-      --output /usr/bin/caddy \
+# cmd/caddy/main.go is exactly the program `xcaddy build --with
+# github.com/caddy-llm-gateway/caddy-llm-gateway=.` generates (Caddy's
+# standard modules plus this module), and go.mod pins the Caddy version, so
+# this is the binary the tests ran against.
+RUN go build -trimpath -o /usr/bin/caddy ./cmd/caddy \
  && /usr/bin/caddy list-modules | grep -q '^http.handlers.llm_gateway$'
 
-FROM caddy:2.11.9
+FROM ${CADDY_IMAGE}
 COPY --from=builder /usr/bin/caddy /usr/bin/caddy
 # The example gateway: the Caddyfile where the image's default command
 # reads it, and the saved configs and prompt files it names by relative

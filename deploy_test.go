@@ -36,6 +36,22 @@ func goModFacts(t *testing.T) (module, caddyVersion string) {
 	return module, caddyVersion
 }
 
+// goVersion returns go.mod's go line.
+func goVersion(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "go "); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	t.Fatal("go.mod has no go line")
+	return ""
+}
+
 // dockerfileInstructions returns the Dockerfile's instructions with
 // continuation lines joined and comments dropped.
 func dockerfileInstructions(t *testing.T) []string {
@@ -77,11 +93,14 @@ func TestDockerfile(t *testing.T) {
 		return false
 	}
 	v := regexp.QuoteMeta(version)
+	gov := regexp.QuoteMeta(goVersion(t))
 	musts := []struct{ what, re string }{
-		{"the builder stage is caddy:<go.mod's version>-builder", `^FROM caddy:` + v + `-builder AS builder$`},
-		{"xcaddy builds that Caddy version with this module from the build context",
-			`^RUN xcaddy build v` + v + ` --with ` + regexp.QuoteMeta(module) + `=\. `},
-		{"the runtime stage is caddy:<go.mod's version>", `^FROM caddy:` + v + `$`},
+		{"the builder image is golang:<go.mod's go version>", `^ARG GO_IMAGE=golang:` + gov + `-alpine$`},
+		{"the runtime image is caddy:<go.mod's Caddy version>", `^ARG CADDY_IMAGE=caddy:` + v + `$`},
+		{"the builder stage is the Go image", `^FROM \$\{GO_IMAGE\} AS builder$`},
+		{"the builder's own Go, no toolchain download", `^ENV GOTOOLCHAIN=local( |$)`},
+		{"the binary is cmd/caddy (what xcaddy generates for this module)", `^RUN go build -trimpath -o /usr/bin/caddy \./cmd/caddy `},
+		{"the runtime stage is the Caddy image", `^FROM \$\{CADDY_IMAGE\}$`},
 		{"the binary is copied from the builder", `^COPY --from=builder /usr/bin/caddy /usr/bin/caddy$`},
 		{"the example Caddyfile is the image's config", `^COPY examples/Caddyfile /etc/caddy/Caddyfile$`},
 		{"a non-root user runs it", `^USER [a-z]+:[a-z]+$`},
@@ -100,6 +119,12 @@ func TestDockerfile(t *testing.T) {
 	}
 	if !strings.Contains(string(example), "handle /healthz {\n\t\tllm_health live\n\t}") {
 		t.Error("examples/Caddyfile does not answer /healthz with llm_health live")
+	}
+	if has(`GOTOOLCHAIN=auto`) || has(`^RUN .*xcaddy`) {
+		t.Error("Dockerfile: the build may download a Go toolchain or Caddy's sources")
+	}
+	if !strings.Contains(module, "caddy-llm-gateway") {
+		t.Errorf("module %q", module)
 	}
 	if has(`^USER (root|0)`) {
 		t.Error("Dockerfile: runs as root")

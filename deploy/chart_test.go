@@ -16,6 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -30,6 +31,9 @@ type rendered struct {
 	pdb        *policyv1.PodDisruptionBudget
 	hpa        *autoscalingv2.HorizontalPodAutoscaler
 	monitor    map[string]any
+	pvc        *corev1.PersistentVolumeClaim
+	ingress    *networkingv1.Ingress
+	netpol     *networkingv1.NetworkPolicy
 	raw        string
 }
 
@@ -100,6 +104,15 @@ func render(t *testing.T, set map[string]any, valuesFiles ...string) (*rendered,
 			case "ServiceMonitor":
 				out.monitor = map[string]any{}
 				into = &out.monitor
+			case "PersistentVolumeClaim":
+				out.pvc = new(corev1.PersistentVolumeClaim)
+				into = out.pvc
+			case "Ingress":
+				out.ingress = new(networkingv1.Ingress)
+				into = out.ingress
+			case "NetworkPolicy":
+				out.netpol = new(networkingv1.NetworkPolicy)
+				into = out.netpol
 			case "":
 				continue
 			default:
@@ -203,8 +216,12 @@ func TestChart(t *testing.T) {
 			if g := spec.TerminationGracePeriodSeconds; g == nil || *g != 10+0+300+15 {
 				t.Errorf("terminationGracePeriodSeconds = %v, want preStop + shutdown_delay + grace_period + margin = 325", g)
 			}
-			if s := r.deploy.Spec.Strategy.RollingUpdate; s == nil || s.MaxUnavailable.IntValue() != 0 {
-				t.Errorf("rolling update: %+v", s)
+			if tc.cluster {
+				if s := r.deploy.Spec.Strategy.RollingUpdate; s == nil || s.MaxUnavailable.IntValue() != 0 {
+					t.Errorf("rolling update: %+v", s)
+				}
+			} else if r.deploy.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+				t.Errorf("default (one replica on a ReadWriteOnce volume): strategy %q, want Recreate", r.deploy.Spec.Strategy.Type)
 			}
 
 			// Non-root, read-only root file system.

@@ -44,3 +44,30 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- define "gw.secretName" -}}
 {{- default (include "gw.fullname" .) .Values.secrets.existingSecret -}}
 {{- end -}}
+
+{{/* The image reference: repository@digest when a digest is set, else repository:tag. */}}
+{{- define "gw.image" -}}
+{{- if .Values.image.digest -}}
+{{- if not (hasPrefix "sha256:" .Values.image.digest) -}}
+{{- fail "image.digest must be sha256:<hex>" -}}
+{{- end -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Whether several replicas may run (a fixed count above one, or autoscaling). */}}
+{{- define "gw.multi" -}}
+{{- if or (gt (int .Values.replicaCount) 1) .Values.autoscaling.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/* Whether /data is a PersistentVolumeClaim: one replica keeping its records in it (no Redis). */}}
+{{- define "gw.persistent" -}}
+{{- if and .Values.persistence.enabled (not .Values.redis.address) (not (include "gw.multi" .)) -}}true{{- end -}}
+{{- end -}}
+
+{{/* The claim /data mounts. */}}
+{{- define "gw.claimName" -}}
+{{- default (printf "%s-data" (include "gw.fullname" .)) .Values.persistence.existingClaim -}}
+{{- end -}}
