@@ -80,6 +80,7 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 //		ledger [<postgres:// URL | SQLite file path>] {
 //			retention <duration>   # default 90d
 //			queue     <n>          # records waiting for the writer
+//			spool     <dir | off> [<max size>] # records waiting on disk while the database is away
 //		}
 //		budgets {
 //			alert_webhook <url>     # POSTed once per limit, group and period

@@ -13,6 +13,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/dustin/go-humanize"
 	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ledger"
@@ -42,6 +43,15 @@ type LedgerConfig struct {
 	// Queue is how many records may wait for the writer (default
 	// ledger.DefaultQueue); beyond it records are dropped and counted.
 	Queue int `json:"queue,omitempty"`
+	// SpoolDir is where records wait on disk while the database does not
+	// take them (default: a folder of "ledger-spool" in Caddy's data
+	// directory, named for the database); "off" keeps no spool. Each
+	// process needs its own.
+	SpoolDir string `json:"spool_dir,omitempty"`
+	// SpoolMaxSize bounds the spool, in bytes (default
+	// ledger.DefaultSpoolBytes, an hour at 1,000 requests a second);
+	// records beyond it are dropped and counted.
+	SpoolMaxSize int64 `json:"spool_max_size,omitempty"`
 }
 
 // ledgerState is the app's part of the usage ledger.
@@ -61,8 +71,8 @@ func (a *App) provisionLedger(ctx caddy.Context) error {
 		return nil
 	}
 	cfg := *a.Ledger
-	if cfg.Retention < 0 || cfg.Queue < 0 {
-		return fmt.Errorf("ledger: retention and queue must not be negative")
+	if cfg.Retention < 0 || cfg.Queue < 0 || cfg.SpoolMaxSize < 0 {
+		return fmt.Errorf("ledger: retention, queue and spool size must not be negative")
 	}
 	if err := ledger.RegisterMetrics(ctx.GetMetricsRegistry()); err != nil {
 		return fmt.Errorf("ledger: registering metrics: %v", err)
@@ -82,18 +92,7 @@ func (a *App) provisionLedger(ctx caddy.Context) error {
 	key := "ledger|" + hex.EncodeToString(sum[:])
 	logger := a.logger.Named("ledger")
 	v, _, err := ledgers.LoadOrNew(key, func() (caddy.Destructor, error) {
-		octx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		db, err := ledger.Open(octx, dsn)
-		if err != nil {
-			return nil, err
-		}
-		kind := "sqlite"
-		if db.Postgres() {
-			kind = "postgres"
-		}
-		logger.Info("usage ledger open", zap.String("store", kind))
-		return pooledLedger{ledger.New(db, ledger.Config{Queue: cfg.Queue, Logger: logger})}, nil
+		return openLedger(dsn, cfg, logger)
 	})
 	if err != nil {
 		return err
@@ -102,6 +101,71 @@ func (a *App) provisionLedger(ctx caddy.Context) error {
 	l.SetRetention(time.Duration(cfg.Retention))
 	a.ledgerKey, a.ledger = key, l
 	return nil
+}
+
+// connectWait bounds the first attempt to reach the ledger's database
+// while the config provisions; after it the gateway starts anyway and
+// the ledger keeps trying (records wait in the spool).
+const connectWait = 10 * time.Second
+
+// openLedger opens the ledger of dsn with its spool. A database that
+// cannot be reached (PostgreSQL away) does not stop the gateway: the
+// ledger starts, spools, and reaches it later; a configuration the
+// database refuses (password, database name) does.
+func openLedger(dsn string, cfg LedgerConfig, logger *zap.Logger) (caddy.Destructor, error) {
+	db, err := ledger.OpenDeferred(dsn)
+	if err != nil {
+		return nil, err
+	}
+	kind := "sqlite"
+	if db.Postgres() {
+		kind = "postgres"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), connectWait)
+	err = db.Connect(ctx)
+	cancel()
+	switch {
+	case err != nil && (!db.Postgres() || ledger.ConfigError(err)):
+		db.Close()
+		return nil, err
+	case err != nil:
+		logger.Warn("usage ledger database unreachable; the gateway starts, records wait in the spool, and the ledger keeps trying",
+			zap.String("store", kind), zap.Error(err))
+	default:
+		logger.Info("usage ledger open", zap.String("store", kind))
+	}
+	var spool *ledger.Spool
+	if cfg.SpoolDir != "off" {
+		dir := cfg.SpoolDir
+		if dir == "" {
+			dir = filepath.Join(caddy.AppDataDir(), "ledger-spool", spoolName(dsn))
+		}
+		if spool, err = ledger.OpenSpool(dir, cfg.SpoolMaxSize); err != nil {
+			// Without a spool the ledger still records; while its
+			// database is away it drops records, as it counts and logs.
+			logger.Error("usage ledger spool unavailable: records are dropped while the database is away", zap.Error(err))
+			spool = nil
+		} else if n := spool.Pending(); n > 0 {
+			logger.Info("usage ledger spool holds records of an earlier run; they are written first",
+				zap.Uint64("records", n), zap.String("spool", dir))
+		}
+	}
+	return pooledLedger{ledger.New(db, ledger.Config{Queue: cfg.Queue, Logger: logger, Spool: spool})}, nil
+}
+
+// spoolName names a database's default spool folder: a digest of its
+// DSN without the password, so a password changed in the environment
+// keeps the spool the records wait in.
+func spoolName(dsn string) string {
+	id := dsn
+	if u, err := url.Parse(dsn); err == nil && u.User != nil && strings.Contains(dsn, "://") {
+		u.User = url.User(u.User.Username())
+		id = u.String()
+	} else if abs, err := filepath.Abs(dsn); err == nil {
+		id = abs
+	}
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:8])
 }
 
 // literalPassword reports whether a database URL carries a password
@@ -143,6 +207,7 @@ func (a *App) LedgerDB() *ledger.DB {
 //	ledger [<postgres:// URL | SQLite file path>] {
 //		retention <duration>
 //		queue     <n>
+//		spool     <directory | off> [<max size>]
 //	}
 func (a *App) unmarshalLedger(d *caddyfile.Dispenser) error {
 	cfg := &LedgerConfig{}
@@ -154,6 +219,23 @@ func (a *App) unmarshalLedger(d *caddyfile.Dispenser) error {
 	}
 	for d.NextBlock(1) {
 		name := d.Val()
+		if name == "spool" {
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			cfg.SpoolDir = d.Val()
+			if d.NextArg() {
+				n, err := humanize.ParseBytes(d.Val())
+				if err != nil || n < 1<<20 || n > 1<<50 {
+					return d.Errf("ledger spool size must be a size of at least 1MiB, like 2GiB")
+				}
+				cfg.SpoolMaxSize = int64(n)
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			continue
+		}
 		var v string
 		if !d.Args(&v) || d.NextArg() {
 			return d.ArgErr()

@@ -57,7 +57,7 @@ type pinger interface {
 // a lost connection, or PostgreSQL's connection, rollback, resource,
 // operator and system classes; SQLite busy, locked, I/O or full.
 func storeFault(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || pgconn.Timeout(err) {
+	if errors.Is(err, ErrNotReady) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || pgconn.Timeout(err) {
 		return true
 	}
 	var ce *pgconn.ConnectError

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,10 @@ type Config struct {
 	// negative keeps them forever).
 	Retention time.Duration
 	Logger    *zap.Logger
+	// Spool, when set, keeps the records the store cannot take (it is
+	// away, or failing) on disk until it takes them again, instead of
+	// dropping them; the ledger closes it. It needs a SpoolStore (the DB).
+	Spool *Spool
 }
 
 // Ledger queues records and writes them to its Store from one goroutine.
@@ -58,6 +63,23 @@ type Ledger struct {
 	lastDrop atomic.Int64
 	// flushReq asks the writer to write what is queued now (Sync).
 	flushReq chan chan struct{}
+
+	// The spool and the keeper (replay.go). spooling, the writer's own,
+	// is set while records go to the spool rather than the store.
+	spool      *Spool
+	sstore     SpoolStore
+	spooling   bool
+	wake       chan struct{}
+	keepCtx    context.Context
+	keepStop   context.CancelFunc
+	keeperDone chan struct{}
+	// up is whether the store took the last write; downSince when it
+	// stopped (0: up); the last* times rate-limit warnings.
+	up         atomic.Bool
+	downSince  atomic.Int64
+	lastDown   atomic.Int64
+	lastSpool  atomic.Int64
+	lastReject atomic.Int64
 }
 
 // New starts a ledger writing to store. Close stops it.
@@ -77,10 +99,26 @@ func New(store Store, cfg Config) *Ledger {
 	l := &Ledger{
 		store: store, q: make(chan Record, cfg.Queue), batch: cfg.Batch, flush: cfg.Flush,
 		logger: cfg.Logger, done: make(chan struct{}), stopped: make(chan struct{}),
-		flushReq: make(chan chan struct{}),
+		flushReq: make(chan chan struct{}), wake: make(chan struct{}, 1), keeperDone: make(chan struct{}),
 	}
+	l.up.Store(true)
+	if ss, ok := store.(SpoolStore); ok && cfg.Spool != nil {
+		l.spool, l.sstore = cfg.Spool, ss
+		// Records an earlier run left wait for the keeper: new ones
+		// queue behind them.
+		l.spooling = l.spool.Pending() > 0
+	} else if cfg.Spool != nil {
+		cfg.Spool.Close()
+	}
+	if c, ok := store.(connector); ok && !c.Ready() {
+		l.up.Store(false)
+		l.downSince.Store(time.Now().UnixNano())
+	}
+	l.keepCtx, l.keepStop = context.WithCancel(context.Background())
 	l.SetRetention(cfg.Retention)
+	live.Store(l, struct{}{})
 	go l.run()
+	go l.keep()
 	return l
 }
 
@@ -149,7 +187,8 @@ func (l *Ledger) Add(r *Record) {
 }
 
 // Sync writes every record queued before it was called, or returns when
-// ctx ends. Tests and Close use it; the request path never does.
+// ctx ends. With a spool, it waits for the records spooled before it to
+// be written too. Tests and Close use it; the request path never does.
 func (l *Ledger) Sync(ctx context.Context) error {
 	if l == nil {
 		return nil
@@ -164,20 +203,53 @@ func (l *Ledger) Sync(ctx context.Context) error {
 	}
 	select {
 	case <-ack:
-		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	if l.spool == nil {
+		return nil
+	}
+	target, _, _ := l.spool.progress()
+	l.wakeKeeper()
+	for {
+		_, done, changed := l.spool.progress()
+		if done >= target {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-l.keeperDone:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
-// Close writes what is queued, stops the writer and closes the store.
+// Close writes what is queued (to the spool when the store does not
+// take it), stops the writer and the keeper, and closes the spool and
+// the store. What the spool holds stays on disk for the next start.
 func (l *Ledger) Close() error {
 	if l == nil {
 		return nil
 	}
 	l.stopOnce.Do(func() { close(l.done) })
 	<-l.stopped
+	l.keepStop()
+	<-l.keeperDone
+	live.Delete(l)
+	if l.spool != nil {
+		l.spool.Close()
+	}
 	return l.store.Close()
+}
+
+// wakeKeeper tells the keeper there is work, without waiting.
+func (l *Ledger) wakeKeeper() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
 }
 
 // run is the writer: it gathers records into batches and writes each
@@ -233,12 +305,18 @@ func (l *Ledger) fill(buf []Record) []Record {
 
 // write stores buf and returns it emptied. A batch the database refuses
 // for what a record holds is written record by record (writeEach), so
-// only that record is lost. A batch failed otherwise is retried once,
-// then dropped and counted: the writer must keep up with the queue
-// rather than hold records for a database that is gone.
+// only that record is lost. With a spool, a batch the store does not
+// take goes to the spool, and so does every batch after it until the
+// keeper has written the spool back; without one, a failed batch is
+// retried once, then dropped and counted: the writer must keep up with
+// the queue rather than hold records for a database that is gone.
 func (l *Ledger) write(buf []Record) []Record {
 	if len(buf) == 0 {
 		return buf
+	}
+	if l.spool != nil {
+		l.writeSpooling(buf)
+		return buf[:0]
 	}
 	var err error
 	for try := 0; try < 2; try++ {
@@ -247,15 +325,67 @@ func (l *Ledger) write(buf []Record) []Record {
 			return buf[:0]
 		}
 		if refusedForData(l.store, err) {
-			l.writeEach(buf)
+			if rest, err := l.writeEach(buf); len(rest) > 0 {
+				l.dropFailed(len(rest), err)
+			}
 			return buf[:0]
 		}
 	}
-	writeErrors.Inc()
-	recordsDropped.Add(float64(len(buf)))
-	l.logger.Error("writing usage ledger records failed; the batch is dropped",
-		zap.Int("records", len(buf)), zap.Error(err))
+	l.dropFailed(len(buf), err)
 	return buf[:0]
+}
+
+// dropFailed counts and logs n records lost to a store error.
+func (l *Ledger) dropFailed(n int, err error) {
+	writeErrors.Inc()
+	recordsDropped.Add(float64(n))
+	l.logger.Error("writing usage ledger records failed; the batch is dropped",
+		zap.Int("records", n), zap.Error(err))
+}
+
+// writeSpooling is write with a spool: the store directly while the
+// spool is empty, else the spool.
+func (l *Ledger) writeSpooling(buf []Record) {
+	if l.spooling && l.spool.Drained() {
+		l.spooling = false
+		l.wakeKeeper() // it deletes the sealed segment
+		if rateOK(&l.lastSpool, time.Now().UnixNano(), dropLogEvery) {
+			l.logger.Info("usage ledger spool written back; records go to the database directly again")
+		}
+	}
+	if !l.spooling {
+		err := l.insert(buf)
+		if err == nil {
+			recordsWritten.Add(float64(len(buf)))
+			return
+		}
+		if refusedForData(l.store, err) {
+			if buf, err = l.writeEach(buf); len(buf) == 0 {
+				return
+			}
+		}
+		l.spooling = true
+		l.down(err)
+		if rateOK(&l.lastSpool, time.Now().UnixNano(), dropLogEvery) {
+			l.logger.Warn("usage ledger database unavailable; records are spooled to disk until it takes them",
+				zap.String("spool", l.spool.Dir()), zap.Error(err))
+		}
+	}
+	kept, err := l.spool.Append(buf)
+	recordsSpooled.Add(float64(kept))
+	if lost := len(buf) - kept; lost > 0 {
+		recordsDropped.Add(float64(lost))
+		now := time.Now().UnixNano()
+		if rateOK(&l.lastDrop, now, dropLogEvery) {
+			if err != nil {
+				l.logger.Error("writing the usage ledger spool failed; records are dropped", zap.Int("records", lost), zap.Error(err))
+			} else {
+				l.logger.Warn("usage ledger spool is full; records are dropped (see llm_ledger_records_dropped_total)",
+					zap.Int("records", lost), zap.Int64("spool_bytes", l.spool.Bytes()))
+			}
+		}
+	}
+	l.wakeKeeper()
 }
 
 // insert writes one batch, bounded by writeTimeout.
@@ -268,24 +398,22 @@ func (l *Ledger) insert(recs []Record) error {
 // writeEach writes recs one record a transaction, after the database
 // refused them as a batch for what one of them holds: the records it
 // refuses alone are dropped, counted in llm_ledger_records_rejected_total
-// and logged by trace id and error code, never by content.
-func (l *Ledger) writeEach(recs []Record) {
+// and logged by trace id and error code, never by content. At the first
+// store error it stops and returns the records from there on, with the
+// error.
+func (l *Ledger) writeEach(recs []Record) ([]Record, error) {
 	for i := range recs {
 		err := l.insert(recs[i : i+1])
 		switch {
 		case err == nil:
 			recordsWritten.Inc()
 		case refusedForData(l.store, err):
-			recordsRejected.Inc()
-			recordsDropped.Inc()
-			l.logger.Warn("the usage ledger's database refused a record; it is dropped, the rest of its batch is written",
-				zap.String("trace_id", recs[i].TraceID), zap.String("code", errorCode(err)))
+			l.reject(&recs[i], err)
 		default:
-			writeErrors.Inc()
-			recordsDropped.Inc()
-			l.logger.Error("writing a usage ledger record failed; it is dropped", zap.Error(err))
+			return recs[i:], err
 		}
 	}
+	return nil, nil
 }
 
 // sweep deletes records older than the retention.
@@ -297,6 +425,9 @@ func (l *Ledger) sweep() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	n, err := l.store.Sweep(ctx, time.Now().Add(-d))
+	if errors.Is(err, ErrNotReady) {
+		return
+	}
 	if err != nil {
 		l.logger.Warn("sweeping the usage ledger", zap.Error(err))
 		return

@@ -76,6 +76,14 @@ var migrations = []string{
 	CREATE INDEX IF NOT EXISTS llm_ledger_trace_made ON llm_ledger (trace_id) WHERE trace_bucket IS NULL;
 	CREATE INDEX IF NOT EXISTS llm_ledger_trace_sent ON llm_ledger (trace_bucket, ts, trace_hash) WHERE trace_bucket IS NOT NULL;
 	DROP INDEX IF EXISTS llm_ledger_trace`,
+	// 6: how far each spool segment has been written (spoolstore.go),
+	// committed in the transaction of its records, so a segment replayed
+	// again after a crash skips what is already in.
+	`CREATE TABLE IF NOT EXISTS llm_ledger_spool (
+		segment TEXT PRIMARY KEY,
+		seq BIGINT NOT NULL,
+		updated_at BIGINT NOT NULL
+	)`,
 }
 
 // advisoryLock is the PostgreSQL advisory lock key migrations hold, so

@@ -64,6 +64,9 @@ func (s *DB) where(f *Filter) (string, []any, error) {
 // time range src reads, from src's table with its time column, and their
 // arguments in the order they appear.
 func (s *DB) whereIn(f *Filter, src source) (string, []any, error) {
+	if !s.ready.Load() {
+		return "", nil, ErrNotReady
+	}
 	var (
 		conds []string
 		args  []any

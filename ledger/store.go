@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	// The two stores' database/sql drivers: pgx for PostgreSQL, modernc's
@@ -37,12 +39,21 @@ type DB struct {
 	// dsn names the database in errors without its credentials.
 	name  string
 	stmts stmts
+	// ready is set once Connect has migrated the schema and prepared
+	// the statements; until then writes and queries answer ErrNotReady.
+	ready  atomic.Bool
+	connMu sync.Mutex
 }
 
-// Ping reports whether the database answers within ctx: readiness
-// probes ask it (package health), so a replica whose ledger database is
-// away stops taking traffic.
-func (s *DB) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
+// Ping reports whether the database answers within ctx and its schema
+// is in place (Connect): readiness probes ask it (package health), so a
+// replica whose ledger database is away stops taking traffic.
+func (s *DB) Ping(ctx context.Context) error {
+	if !s.ready.Load() {
+		return ErrNotReady
+	}
+	return s.db.PingContext(ctx)
+}
 
 // dialect is what differs between the two databases.
 type dialect struct {
@@ -92,20 +103,37 @@ func (d dialect) metadataArg(key string) string {
 // for PostgreSQL, else the path of a SQLite file (":memory:" for a
 // private in-memory database), and applies the schema's migrations.
 func Open(ctx context.Context, dsn string) (*DB, error) {
-	s, err := openMigrated(ctx, dsn)
+	s, err := OpenDeferred(dsn)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.prepare(ctx); err != nil {
+	if err := s.Connect(ctx); err != nil {
 		s.Close()
-		return nil, fmt.Errorf("ledger: preparing statements on %s: %v", s.name, err)
+		return nil, err
 	}
 	return s, nil
 }
 
-// openMigrated is Open without preparing the writer's statements (a
-// test opens a database at an older step of the schema with it).
+// openMigrated opens dsn and migrates it without preparing the writer's
+// statements (a test opens a database at an older step of the schema
+// with it).
 func openMigrated(ctx context.Context, dsn string) (*DB, error) {
+	out, err := OpenDeferred(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if err := out.migrateRetrying(ctx); err != nil {
+		out.db.Close()
+		return nil, fmt.Errorf("ledger: migrating %s: %w", out.name, err)
+	}
+	return out, nil
+}
+
+// OpenDeferred is Open without the migrations: Connect applies them.
+// It talks to no PostgreSQL server, so a gateway whose ledger database
+// is away still starts; a SQLite file is created (createPrivate) and
+// opened.
+func OpenDeferred(dsn string) (*DB, error) {
 	var (
 		db  *sql.DB
 		err error
@@ -155,10 +183,6 @@ func openMigrated(ctx context.Context, dsn string) (*DB, error) {
 		return nil, fmt.Errorf("ledger: opening %s: %v", out.name, err)
 	}
 	out.db = db
-	if err := out.migrateRetrying(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("ledger: migrating %s: %v", out.name, err)
-	}
 	return out, nil
 }
 
@@ -242,6 +266,9 @@ func (s *DB) Insert(ctx context.Context, recs []Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
+	if !s.ready.Load() {
+		return ErrNotReady
+	}
 	for i := range recs {
 		cleanRecord(&recs[i])
 	}
@@ -250,6 +277,14 @@ func (s *DB) Insert(ctx context.Context, recs []Record) error {
 		return err
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if err := s.insertTx(ctx, tx, recs); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// insertTx writes recs and their rollup within tx.
+func (s *DB) insertTx(ctx context.Context, tx *sql.Tx, recs []Record) error {
 	recs, rolled, err := s.insertLines(ctx, tx, recs)
 	if err != nil {
 		return err
@@ -260,10 +295,7 @@ func (s *DB) Insert(ctx context.Context, recs []Record) error {
 	if err != nil {
 		return err
 	}
-	if err := s.upsertRollup(ctx, tx, rolled); err != nil {
-		return err
-	}
-	return tx.Commit()
+	return s.upsertRollup(ctx, tx, rolled)
 }
 
 // insertLines writes the records of batch lines in recs one by one,
@@ -378,6 +410,9 @@ func appendArgs(args []any, r *Record, line bool) []any {
 // Sweep implements Store. It deletes whole hours only (before is cut
 // to the hour), so the rollup and the records it sums always agree.
 func (s *DB) Sweep(ctx context.Context, before time.Time) (int64, error) {
+	if !s.ready.Load() {
+		return 0, ErrNotReady
+	}
 	cutoff := before.Truncate(rollupHour).UnixMicro()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
