@@ -76,14 +76,22 @@ type APIKey struct {
 	CreatedBy string    `json:"created_by,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// Version counts the record's stored writes (1 when created): a write
+	// is stored only over the version it read (see Store.swap).
+	Version int64 `json:"version"`
 }
 
 // Rotation lets a retried rotate call with the same Idempotency-Key
 // answer the same new key: IdemDigest is the HMAC of the Idempotency-Key,
-// Box the new key sealed under a key derived from it.
+// Params the HMAC of the call's parameters (a retry with other ones is
+// refused, ErrIdempotencyMismatch), Box the new key sealed under a key
+// derived from the server secret and the Idempotency-Key. The rotation
+// and its claim of the Idempotency-Key are one swap of the record, so two
+// instances given one Idempotency-Key at once rotate once.
 type Rotation struct {
 	IdemDigest string    `json:"idem_digest"`
-	Box        []byte    `json:"box"`
+	Params     string    `json:"params,omitempty"`
+	Box        []byte    `json:"box,omitempty"`
 	At         time.Time `json:"at"`
 }
 
@@ -107,6 +115,9 @@ type VirtualKey struct {
 	Rotation    *Rotation       `json:"rotation,omitempty"`
 	CreatedAt   time.Time       `json:"created_at"`
 	UpdatedAt   time.Time       `json:"updated_at"`
+	// Version counts the record's stored writes (1 when created): a write
+	// is stored only over the version it read (see Store.swap).
+	Version int64 `json:"version"`
 }
 
 // ConfigVersion is one saved version of a config.
@@ -130,8 +141,15 @@ type Config struct {
 	Status         string          `json:"status"`
 	IsDefault      int             `json:"is_default"`
 	Versions       []ConfigVersion `json:"versions"`
-	CreatedAt      time.Time       `json:"created_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
+	// Sealed holds, by version id, the whole body of each version that
+	// names credentials, encrypted; the version's Config is then the body
+	// with them masked (RedactConfig).
+	Sealed    map[string]*Sealed `json:"sealed,omitempty"`
+	CreatedAt time.Time          `json:"created_at"`
+	UpdatedAt time.Time          `json:"updated_at"`
+	// Version counts the record's stored writes (1 when created): a write
+	// is stored only over the version it read (see Store.swap).
+	Version int64 `json:"version"`
 }
 
 // Latest returns the version in use.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -17,6 +18,15 @@ var (
 	ErrNotFound = errors.New("keys: no such record")
 	ErrConflict = errors.New("keys: the slug is taken in this workspace")
 	ErrNoSealer = errors.New("keys: no encryption_key is configured, so provider keys cannot be stored encrypted")
+	// ErrVersionConflict: the record changed (on this instance or another)
+	// between the read a write started from and its store; nothing was
+	// stored. Read it again and retry.
+	ErrVersionConflict = errors.New("keys: the record was changed by another write at the same time")
+	// ErrIdempotencyMismatch: an Idempotency-Key already used for a call
+	// with other parameters.
+	ErrIdempotencyMismatch = errors.New("keys: the Idempotency-Key was used for a call with other parameters")
+	// ErrRevoked: a revoked key cannot be rotated.
+	ErrRevoked = errors.New("keys: the key is revoked")
 )
 
 // NewID returns a time-ordered record id (UUIDv7), so ids sort by
@@ -24,19 +34,20 @@ var (
 func NewID() string { return uuid.Must(uuid.NewV7()).String() }
 
 // loadRecord reads the stored version of a record, the one a write starts
-// from (memory may lag another instance's write by up to a poll).
-func (s *Store) loadRecord(ctx context.Context, kind, id string, into any) error {
+// from (memory may lag another instance's write by up to a poll), and
+// returns its bytes, which the write's swap compares.
+func (s *Store) loadRecord(ctx context.Context, kind, id string, into any) ([]byte, error) {
 	if uuid.Validate(id) != nil {
-		return ErrNotFound
+		return nil, ErrNotFound
 	}
 	data, err := s.opts.KV.Load(ctx, s.recordKey(kind, id))
 	if errors.Is(err, fs.ErrNotExist) {
-		return ErrNotFound
+		return nil, ErrNotFound
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return json.Unmarshal(data, into)
+	return data, json.Unmarshal(data, into)
 }
 
 // CreateAPIKey stores r as a new key and returns the key, the only time
@@ -49,34 +60,63 @@ func (s *Store) CreateAPIKey(ctx context.Context, r *APIKey) (string, error) {
 	}
 	key := NewKey()
 	now := s.now()
-	r.ID, r.Digest, r.Prefix = NewID(), h.Sum(key).String(), key[:DisplayLen]
+	r.ID, r.Digest, r.Prefix, r.Version = NewID(), h.Sum(key).String(), key[:DisplayLen], 1
 	if r.Status == "" {
 		r.Status = StatusActive
 	}
 	r.CreatedAt, r.UpdatedAt = now, now
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	return key, s.write(ctx, kindAPIKeys, r.ID, r)
+	return key, s.swap(ctx, kindAPIKeys, r.ID, nil, r)
 }
 
-// UpdateAPIKey applies fn to the stored key record id and stores it.
+// UpdateAPIKey applies fn to the stored key record id and stores it over
+// the version it read: when another write (here or on another instance)
+// landed in between, nothing is stored and the error is
+// ErrVersionConflict, so an edit never writes a revoked key back active.
 func (s *Store) UpdateAPIKey(ctx context.Context, id string, fn func(*APIKey) error) (*APIKey, error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	r := new(APIKey)
-	if err := s.loadRecord(ctx, kindAPIKeys, id, r); err != nil {
+	old, err := s.loadRecord(ctx, kindAPIKeys, id, r)
+	if err != nil {
 		return nil, err
 	}
 	if err := fn(r); err != nil {
 		return nil, err
 	}
 	r.UpdatedAt = s.now()
-	return r, s.write(ctx, kindAPIKeys, r.ID, r)
+	r.Version++
+	return r, s.swap(ctx, kindAPIKeys, r.ID, old, r)
+}
+
+// revokeAttempts bounds RevokeAPIKey's retries; each conflict means
+// another write was stored, so this is only reached under a storm.
+const revokeAttempts = 8
+
+// RevokeAPIKey revokes key id (its previous secret and replay record go
+// too). A revocation does not depend on what it read, so a concurrent
+// write makes it start again from the stored record instead of failing:
+// it is stored after any write it raced, and none is stored over it.
+func (s *Store) RevokeAPIKey(ctx context.Context, id string) (*APIKey, error) {
+	for i := 0; ; i++ {
+		r, err := s.UpdateAPIKey(ctx, id, func(r *APIKey) error {
+			r.Status, r.PrevDigest, r.PrevUntil, r.Rotation = StatusRevoked, "", nil, nil
+			return nil
+		})
+		if !errors.Is(err, ErrVersionConflict) || i+1 == revokeAttempts {
+			return r, err
+		}
+	}
 }
 
 // RotateAPIKey gives key id a new secret; the old one keeps working for
-// grace. With an idemKey, a repeated call with the same one answers the
-// same new key and changes nothing (replayed is true).
+// grace. With an idemKey, a repeated call with the same one (on any
+// instance) answers the same new key and changes nothing (replayed is
+// true); one with another grace fails with ErrIdempotencyMismatch. The
+// Idempotency-Key is claimed by the rotation's own swap: of two instances
+// given it at once, one stores its rotation and the other, refused, reads
+// that rotation back and answers its key.
 func (s *Store) RotateAPIKey(ctx context.Context, id, idemKey string, grace time.Duration) (key string, r *APIKey, replayed bool, err error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
@@ -84,30 +124,48 @@ func (s *Store) RotateAPIKey(ctx context.Context, id, idemKey string, grace time
 	if h == nil || !s.Ready() {
 		return "", nil, false, ErrNotReady
 	}
-	r = new(APIKey)
-	if err := s.loadRecord(ctx, kindAPIKeys, id, r); err != nil {
-		return "", nil, false, err
-	}
-	idemDigest := ""
+	idemDigest, params := "", ""
 	if idemKey != "" {
 		idemDigest = h.Sum("idempotency\x00" + idemKey).String()
-		if rot := r.Rotation; rot != nil && rot.IdemDigest == idemDigest {
-			if k, ok := openReplay(idemKey, r.ID, rot.Box); ok {
+		params = h.Sum("rotate api key\x00" + id + "\x00" + strconv.FormatInt(grace.Milliseconds(), 10)).String()
+	}
+	for attempt := 0; ; attempt++ {
+		r = new(APIKey)
+		old, err := s.loadRecord(ctx, kindAPIKeys, id, r)
+		if err != nil {
+			return "", nil, false, err
+		}
+		if rot := r.Rotation; idemKey != "" && rot != nil && rot.IdemDigest == idemDigest {
+			if rot.Params != "" && rot.Params != params {
+				return "", nil, false, ErrIdempotencyMismatch
+			}
+			if k, ok := openReplay(h, idemKey, r.ID, rot.Box); ok {
 				return k, r, true, nil
 			}
 		}
+		if r.Status == StatusRevoked {
+			return "", nil, false, ErrRevoked
+		}
+		if attempt > 0 {
+			// The write that beat ours was not this call's twin.
+			return "", nil, false, ErrVersionConflict
+		}
+		key = NewKey()
+		now := s.now()
+		until := now.Add(grace)
+		r.PrevDigest, r.PrevUntil = r.Digest, &until
+		r.Digest, r.Prefix = h.Sum(key).String(), key[:DisplayLen]
+		r.Rotation = nil
+		if idemKey != "" {
+			r.Rotation = &Rotation{IdemDigest: idemDigest, Params: params, Box: sealReplay(h, idemKey, r.ID, key), At: now}
+		}
+		r.UpdatedAt = now
+		r.Version++
+		err = s.swap(ctx, kindAPIKeys, r.ID, old, r)
+		if !errors.Is(err, ErrVersionConflict) || idemKey == "" {
+			return key, r, false, err
+		}
 	}
-	key = NewKey()
-	now := s.now()
-	until := now.Add(grace)
-	r.PrevDigest, r.PrevUntil = r.Digest, &until
-	r.Digest, r.Prefix = h.Sum(key).String(), key[:DisplayLen]
-	r.Rotation = nil
-	if idemKey != "" {
-		r.Rotation = &Rotation{IdemDigest: idemDigest, Box: sealReplay(idemKey, r.ID, key), At: now}
-	}
-	r.UpdatedAt = now
-	return key, r, false, s.write(ctx, kindAPIKeys, r.ID, r)
 }
 
 // secrets are the credential fields of provider settings, the part of a
@@ -165,7 +223,7 @@ func hint(k string) string {
 // be free in r's workspace.
 func (s *Store) CreateVirtualKey(ctx context.Context, r *VirtualKey, full providers.Settings) error {
 	now := s.now()
-	r.ID, r.CreatedAt, r.UpdatedAt = NewID(), now, now
+	r.ID, r.CreatedAt, r.UpdatedAt, r.Version = NewID(), now, now, 1
 	if r.Status == "" {
 		r.Status = StatusActive
 	}
@@ -177,16 +235,23 @@ func (s *Store) CreateVirtualKey(ctx context.Context, r *VirtualKey, full provid
 	if _, taken := s.VirtualKeyRecord(r.WorkspaceID, r.Slug); taken {
 		return ErrConflict
 	}
-	return s.write(ctx, kindVirtualKeys, r.ID, r)
+	return s.swap(ctx, kindVirtualKeys, r.ID, nil, r)
 }
 
 // UpdateVirtualKey applies fn to the stored virtual key id and its
-// decrypted settings, and stores both (credentials sealed again).
+// decrypted settings, and stores both (credentials sealed again) over the
+// version it read, or fails with ErrVersionConflict (see UpdateAPIKey).
 func (s *Store) UpdateVirtualKey(ctx context.Context, id string, fn func(*VirtualKey, *providers.Settings) error) (*VirtualKey, error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	return s.updateVK(ctx, id, fn)
+}
+
+// updateVK is UpdateVirtualKey under writeMu.
+func (s *Store) updateVK(ctx context.Context, id string, fn func(*VirtualKey, *providers.Settings) error) (*VirtualKey, error) {
 	r := new(VirtualKey)
-	if err := s.loadRecord(ctx, kindVirtualKeys, id, r); err != nil {
+	old, err := s.loadRecord(ctx, kindVirtualKeys, id, r)
+	if err != nil {
 		return nil, err
 	}
 	full := s.open(r)
@@ -201,59 +266,63 @@ func (s *Store) UpdateVirtualKey(ctx context.Context, id string, fn func(*Virtua
 		return nil, err
 	}
 	r.UpdatedAt = s.now()
-	return r, s.write(ctx, kindVirtualKeys, r.ID, r)
+	r.Version++
+	return r, s.swap(ctx, kindVirtualKeys, r.ID, old, r)
 }
+
+// RotateVirtualKey replaces virtual key id's provider key with key. With
+// an idemKey, a repeated call with the same one (on any instance) changes
+// nothing (replayed is true), and one with another key fails with
+// ErrIdempotencyMismatch; as for RotateAPIKey, the claim of the
+// Idempotency-Key is the rotation's own swap.
+func (s *Store) RotateVirtualKey(ctx context.Context, id, idemKey, key string) (r *VirtualKey, replayed bool, err error) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	h := s.Hasher()
+	if h == nil || !s.Ready() {
+		return nil, false, ErrNotReady
+	}
+	idemDigest, params := "", ""
+	if idemKey != "" {
+		idemDigest = h.Sum("idempotency\x00" + idemKey).String()
+		params = h.Sum("rotate virtual key\x00" + id + "\x00" + key).String()
+	}
+	for attempt := 0; ; attempt++ {
+		var twin *VirtualKey
+		r, err = s.updateVK(ctx, id, func(r *VirtualKey, st *providers.Settings) error {
+			if rot := r.Rotation; idemKey != "" && rot != nil && rot.IdemDigest == idemDigest {
+				if rot.Params != "" && rot.Params != params {
+					return ErrIdempotencyMismatch
+				}
+				twin = r
+				return errReplay
+			}
+			if attempt > 0 {
+				return ErrVersionConflict
+			}
+			st.APIKey = key
+			r.Rotation = nil
+			if idemKey != "" {
+				r.Rotation = &Rotation{IdemDigest: idemDigest, Params: params, At: s.now()}
+			}
+			return nil
+		})
+		switch {
+		case twin != nil:
+			return twin, true, nil
+		case errors.Is(err, ErrVersionConflict) && idemKey != "" && attempt == 0:
+			continue
+		}
+		return r, false, err
+	}
+}
+
+// errReplay ends an update that finds its call already made.
+var errReplay = errors.New("keys: replay")
 
 // DeleteVirtualKey removes virtual key id.
 func (s *Store) DeleteVirtualKey(ctx context.Context, id string) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	return s.remove(ctx, kindVirtualKeys, id)
-}
-
-// CreateConfig stores r, whose slug must be free in its workspace, with
-// its first version.
-func (s *Store) CreateConfig(ctx context.Context, r *Config, body json.RawMessage) error {
-	now := s.now()
-	r.ID, r.CreatedAt, r.UpdatedAt = NewID(), now, now
-	if r.Status == "" {
-		r.Status = StatusActive
-	}
-	r.Versions = []ConfigVersion{{VersionID: NewID(), Config: body, CreatedAt: now}}
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	if _, taken := s.ConfigRecord(r.WorkspaceID, r.Slug); taken {
-		return ErrConflict
-	}
-	return s.write(ctx, kindConfigs, r.ID, r)
-}
-
-// UpdateConfig applies fn to stored config id; a non-nil body becomes a
-// new version (the oldest are dropped beyond MaxConfigVersions).
-func (s *Store) UpdateConfig(ctx context.Context, id string, body json.RawMessage, fn func(*Config) error) (*Config, error) {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	r := new(Config)
-	if err := s.loadRecord(ctx, kindConfigs, id, r); err != nil {
-		return nil, err
-	}
-	if err := fn(r); err != nil {
-		return nil, err
-	}
-	now := s.now()
-	if body != nil {
-		r.Versions = append(r.Versions, ConfigVersion{VersionID: NewID(), Config: body, CreatedAt: now})
-		if n := len(r.Versions) - MaxConfigVersions; n > 0 {
-			r.Versions = r.Versions[n:]
-		}
-	}
-	r.UpdatedAt = now
-	return r, s.write(ctx, kindConfigs, r.ID, r)
-}
-
-// DeleteConfig removes config id.
-func (s *Store) DeleteConfig(ctx context.Context, id string) error {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	return s.remove(ctx, kindConfigs, id)
 }

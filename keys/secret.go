@@ -211,19 +211,21 @@ func (s *Sealer) Open(v *Sealed, aad []byte) (plain []byte, stale bool, err erro
 	return nil, false, fmt.Errorf("keys: sealed with encryption key %s, which is not configured", v.KeyID)
 }
 
-// replayBox seals a rotation's new key under a key derived from the
-// client's Idempotency-Key, so a replay can answer the same key while a
-// dump of the store (which keeps only the box and an HMAC of the
-// Idempotency-Key) holds nothing usable without the client's value.
-func replayBox(idemKey, recordID string) cipher.AEAD {
-	k := sha256.Sum256([]byte("llm-gateway rotate replay\x00" + recordID + "\x00" + idemKey))
+// replayBox seals a rotation's new key under a key derived from both the
+// server secret (h's, which keyed hashes use) and the client's
+// Idempotency-Key, bound to the record, so a replay can answer the same
+// key while a dump of the store (which keeps only the box and an HMAC of
+// the Idempotency-Key) holds nothing usable: opening it takes the server
+// secret, and the Idempotency-Key, which only the client has.
+func replayBox(h *Hasher, idemKey, recordID string) cipher.AEAD {
+	k := h.Sum("llm-gateway rotate replay\x00" + recordID + "\x00" + idemKey)
 	block, _ := aes.NewCipher(k[:])
 	g, _ := cipher.NewGCM(block)
 	return g
 }
 
-func sealReplay(idemKey, recordID, key string) []byte {
-	g := replayBox(idemKey, recordID)
+func sealReplay(h *Hasher, idemKey, recordID, key string) []byte {
+	g := replayBox(h, idemKey, recordID)
 	nonce := make([]byte, g.NonceSize())
 	if _, err := rand.Read(nonce); err != nil {
 		panic("keys: crypto/rand failed: " + err.Error())
@@ -231,8 +233,8 @@ func sealReplay(idemKey, recordID, key string) []byte {
 	return g.Seal(nonce, nonce, []byte(key), nil)
 }
 
-func openReplay(idemKey, recordID string, box []byte) (string, bool) {
-	g := replayBox(idemKey, recordID)
+func openReplay(h *Hasher, idemKey, recordID string, box []byte) (string, bool) {
+	g := replayBox(h, idemKey, recordID)
 	if len(box) < g.NonceSize() {
 		return "", false
 	}

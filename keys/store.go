@@ -83,7 +83,7 @@ type index struct {
 	vks      map[string]*vkEntry
 	vkSlug   map[wsName]*vkEntry
 	configs  map[string]*Config
-	cfgSlug  map[wsName]*Config
+	cfgSlug  map[wsName]*cfgEntry
 }
 
 // wsName is a name within one workspace.
@@ -100,11 +100,16 @@ type vkEntry struct {
 	settings *providers.Settings // decrypted; nil when it does not open
 }
 
+type cfgEntry struct {
+	rec    *Config // as stored: credentials masked
+	routed *Config // latest version opened; nil when it does not open
+}
+
 func newIndex() *index {
 	return &index{
 		byDigest: map[Digest]*entry{}, apiKeys: map[string]*APIKey{},
 		vks: map[string]*vkEntry{}, vkSlug: map[wsName]*vkEntry{},
-		configs: map[string]*Config{}, cfgSlug: map[wsName]*Config{},
+		configs: map[string]*Config{}, cfgSlug: map[wsName]*cfgEntry{},
 	}
 }
 
@@ -296,23 +301,29 @@ func (s *Store) VirtualKeys(keep func(*VirtualKey) bool) []*VirtualKey {
 	return out
 }
 
-// Config returns workspace's active config slug.
+// Config returns workspace's active config slug as routing uses it: its
+// latest version's credentials opened. A config whose credentials do not
+// open is not found. Every other accessor returns the record as stored,
+// credentials masked.
 func (s *Store) Config(workspace, slug string) (*Config, bool) {
 	s.mu.RLock()
-	c := s.idx.cfgSlug[wsName{workspace, slug}]
+	e := s.idx.cfgSlug[wsName{workspace, slug}]
 	s.mu.RUnlock()
-	if c == nil || c.Status != StatusActive {
+	if e == nil || e.routed == nil || e.rec.Status != StatusActive {
 		return nil, false
 	}
-	return c, true
+	return e.routed, true
 }
 
 // ConfigRecord returns workspace's config slug whatever its status.
 func (s *Store) ConfigRecord(workspace, slug string) (*Config, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	c := s.idx.cfgSlug[wsName{workspace, slug}]
-	return c, c != nil
+	e := s.idx.cfgSlug[wsName{workspace, slug}]
+	if e == nil {
+		return nil, false
+	}
+	return e.rec, true
 }
 
 // ConfigByID returns the config record with id.
@@ -376,7 +387,9 @@ func (s *Store) Load(ctx context.Context) error {
 	return nil
 }
 
-// put decodes a record of kind into idx, replacing its older version;
+// put decodes a record of kind into idx, replacing its older version (a
+// record older than the one indexed, such as this instance's own write
+// applied after another instance's later one was, is ignored);
 // sorted keeps the key order up to date (a single change), else the
 // caller builds it once (sortOrder) after a full load.
 func (s *Store) put(idx *index, kind string, data []byte, sorted bool) error {
@@ -386,11 +399,17 @@ func (s *Store) put(idx *index, kind string, data []byte, sorted bool) error {
 		if err := json.Unmarshal(data, r); err != nil {
 			return err
 		}
+		if old := idx.apiKeys[r.ID]; old != nil && old.Version > r.Version {
+			return nil
+		}
 		return idx.putAPIKey(r, s.opts.Attach(r), sorted)
 	case kindVirtualKeys:
 		r := new(VirtualKey)
 		if err := json.Unmarshal(data, r); err != nil {
 			return err
+		}
+		if old := idx.vks[r.ID]; old != nil && old.rec.Version > r.Version {
+			return nil
 		}
 		idx.putVK(r, s.open(r))
 	case kindConfigs:
@@ -398,7 +417,10 @@ func (s *Store) put(idx *index, kind string, data []byte, sorted bool) error {
 		if err := json.Unmarshal(data, r); err != nil {
 			return err
 		}
-		idx.putConfig(r)
+		if old := idx.configs[r.ID]; old != nil && old.Version > r.Version {
+			return nil
+		}
+		idx.putConfig(r, s.openConfig(r))
 	}
 	return nil
 }
@@ -492,10 +514,10 @@ func (idx *index) dropVK(id string) {
 	}
 }
 
-func (idx *index) putConfig(r *Config) {
+func (idx *index) putConfig(r, routed *Config) {
 	idx.dropConfig(r.ID)
 	idx.configs[r.ID] = r
-	idx.cfgSlug[wsName{r.WorkspaceID, r.Slug}] = r
+	idx.cfgSlug[wsName{r.WorkspaceID, r.Slug}] = &cfgEntry{rec: r, routed: routed}
 }
 
 func (idx *index) dropConfig(id string) {
@@ -505,15 +527,24 @@ func (idx *index) dropConfig(id string) {
 	}
 }
 
-// write stores a record and announces it; then applies it here, so this
-// instance reads its own write at once.
-func (s *Store) write(ctx context.Context, kind, id string, rec any) error {
+// swap stores rec in place of old, the stored bytes it was read from
+// (nil: a new record), and announces it; then applies it here, so this
+// instance reads its own write at once. The swap is atomic across every
+// instance sharing the KV (kvstore.CompareAndSwap): when another write
+// landed since old was read, nothing is stored and the answer is
+// ErrVersionConflict. writeMu only spares this instance's own writes
+// that conflict.
+func (s *Store) swap(ctx context.Context, kind, id string, old []byte, rec any) error {
 	data, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
-	if err := s.opts.KV.Store(ctx, s.recordKey(kind, id), data); err != nil {
+	ok, err := kvstore.CompareAndSwap(ctx, s.opts.KV, s.recordKey(kind, id), old, data)
+	if err != nil {
 		return fmt.Errorf("keys: storing %s %s: %w", kind, id, err)
+	}
+	if !ok {
+		return ErrVersionConflict
 	}
 	s.mu.Lock()
 	err = s.put(s.idx, kind, data, true)

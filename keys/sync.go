@@ -13,6 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/kvstore"
 )
 
 // Change propagation. Every write bumps a change counter in the KV (an
@@ -23,13 +25,6 @@ import (
 // of it makes it reload everything. So a change is seen as soon as it is
 // published, and within one Poll interval when a message is lost or there
 // is no Redis.
-
-// locker is the part of certmagic.Storage that serialises writers across
-// instances sharing a storage.
-type locker interface {
-	Lock(ctx context.Context, name string) error
-	Unlock(ctx context.Context, name string) error
-}
 
 func (s *Store) versionKey() string { return s.prefix + "/version" }
 func (s *Store) channel() string    { return s.prefix + "/changes" }
@@ -59,7 +54,7 @@ func (s *Store) bump(ctx context.Context) (int64, error) {
 		return s.opts.Redis.Incr(ctx, s.versionKey()).Result()
 	}
 	lockName := strings.ReplaceAll(s.prefix, "/", "_") + "_version"
-	if l, ok := s.opts.KV.(locker); ok {
+	if l, ok := s.opts.KV.(kvstore.Locker); ok {
 		if err := l.Lock(ctx, lockName); err != nil {
 			return 0, err
 		}
@@ -255,7 +250,7 @@ func LoadOrCreateSecret(ctx context.Context, opts Options) ([]byte, error) {
 		}
 		return base64.StdEncoding.DecodeString(v)
 	}
-	if l, ok := opts.KV.(locker); ok {
+	if l, ok := opts.KV.(kvstore.Locker); ok {
 		if err := l.Lock(ctx, "llm_gateway_keys_secret"); err != nil {
 			return nil, err
 		}

@@ -124,15 +124,7 @@ func (r *Redis) Store(ctx context.Context, key string, value []byte) error {
 	z := redis.Z{Score: r.score(), Member: key}
 	_, err := r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.Set(ctx, key, value, r.ttl)
-		for _, set := range append(all, direct) {
-			if set == "" {
-				continue
-			}
-			if r.ttl > 0 {
-				p.ZRemRangeByScore(ctx, set, "-inf", r.expired())
-			}
-			p.ZAdd(ctx, set, z)
-		}
+		r.indexCmds(ctx, p, direct, all, z)
 		return nil
 	})
 	return err

@@ -88,6 +88,9 @@ func handle(fn func(*call) (any, error)) http.HandlerFunc {
 		if err != nil {
 			var e *apierror.Error
 			if !errors.As(err, &e) {
+				e = writeRefused(err)
+			}
+			if e == nil {
 				// A store failure: its text may name hosts or paths.
 				cp.App.KeysLogger().Error("keys API: store failure", zap.String("path", r.URL.Path), zap.Error(err))
 				e = apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable, "the key store is unavailable; try again")
@@ -157,6 +160,26 @@ func storeError(err error, what, ref string) error {
 		return noSealer()
 	}
 	return err
+}
+
+// writeRefused is the answer to the store's refusal of a write, nil for
+// any other error: records are written over the version they were read
+// at, so one changed meanwhile (on any instance) refuses the write, which
+// stores nothing.
+func writeRefused(err error) *apierror.Error {
+	switch {
+	case errors.Is(err, keys.ErrVersionConflict):
+		return apierror.New(http.StatusConflict, apierror.TypeInvalidRequest,
+			"the record was changed by another request at the same time and nothing was stored; read it again and retry").WithCode("version_conflict")
+	case errors.Is(err, keys.ErrIdempotencyMismatch):
+		e := apierror.New(http.StatusUnprocessableEntity, apierror.TypeInvalidRequest,
+			"this Idempotency-Key was used for a request with other parameters; send a new Idempotency-Key for a new request").WithCode("idempotency_key_reused")
+		e.Param = "Idempotency-Key"
+		return e
+	case errors.Is(err, keys.ErrRevoked):
+		return apierror.New(http.StatusConflict, apierror.TypeInvalidRequest, "the key is revoked; create a new one").WithCode("api_key_revoked")
+	}
+	return nil
 }
 
 func noSealer() error {

@@ -449,10 +449,7 @@ func deleteAPIKey(c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := c.store.UpdateAPIKey(c.r.Context(), cur.ID, func(r *keys.APIKey) error {
-		r.Status, r.PrevDigest, r.PrevUntil, r.Rotation = keys.StatusRevoked, "", nil, nil
-		return nil
-	})
+	r, err := c.store.RevokeAPIKey(c.r.Context(), cur.ID)
 	if err != nil {
 		return nil, storeError(err, "api key", cur.ID)
 	}

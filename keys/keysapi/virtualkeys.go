@@ -369,23 +369,12 @@ func rotateVirtualKey(c *call) (any, error) {
 	if len(idem) > maxIdemKey {
 		return nil, apierror.BadRequest("Idempotency-Key", "the Idempotency-Key header must be at most %d bytes", maxIdemKey)
 	}
-	idemDigest := ""
-	if idem != "" {
-		idemDigest = c.store.Hasher().Sum("idempotency\x00" + idem).String()
-		if cur.Rotation != nil && cur.Rotation.IdemDigest == idemDigest {
-			return map[string]string{"id": cur.ID, "slug": cur.Slug, "object": "virtual-key"}, nil
-		}
-	}
-	r, err := c.store.UpdateVirtualKey(c.r.Context(), cur.ID, func(r *keys.VirtualKey, st *providers.Settings) error {
-		st.APIKey = key
-		r.Rotation = nil
-		if idemDigest != "" {
-			r.Rotation = &keys.Rotation{IdemDigest: idemDigest, At: time.Now().UTC()}
-		}
-		return nil
-	})
+	r, replayed, err := c.store.RotateVirtualKey(c.r.Context(), cur.ID, idem, key)
 	if err != nil {
 		return nil, storeError(err, "virtual key", cur.Slug)
+	}
+	if replayed {
+		return map[string]string{"id": r.ID, "slug": r.Slug, "object": "virtual-key"}, nil
 	}
 	c.audit("virtual_key.rotate", "virtual_key", r.ID, r.WorkspaceID, r.OrganisationID, []string{"api_key"})
 	return map[string]string{"id": r.ID, "slug": r.Slug, "object": "virtual-key"}, nil
