@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 
@@ -14,67 +13,16 @@ import (
 
 // identify authenticates the caller of r (x-gateway-api-key, or a gateway
 // key sent as Authorization: Bearer, which ingress moved there) and
-// applies its key's defaults to hdr. A refused key gets the 401 saying
+// applies its key's defaults to hdr (app.Identity.ApplyDefaults, which
+// llm_ratelimit applies too). A refused key gets the 401 saying
 // why (expired, revoked, disabled, rotated out, unknown, missing).
 func (g *Gateway) identify(r *http.Request, hdr *ingress.Headers) (*app.Identity, error) {
 	id, ok := g.authenticate(r, hdr.APIKey)
 	if !ok {
 		return nil, g.app.AuthError(hdr.APIKey)
 	}
-	applyDefaults(hdr, id.Defaults)
+	id.ApplyDefaults(hdr)
 	return id, nil
-}
-
-// applyDefaults routes a request that names no config, virtual key or
-// provider by the key's default config (else virtual key), and puts the
-// key's default metadata under the request's: a request's own value of a
-// metadata key wins.
-func applyDefaults(hdr *ingress.Headers, d *keys.Defaults) {
-	if d == nil {
-		return
-	}
-	if hdr.Config == "" && hdr.VirtualKey == "" && hdr.Provider == "" {
-		if d.ConfigID != "" {
-			hdr.Config = d.ConfigID
-		} else {
-			hdr.VirtualKey = d.VirtualKey
-		}
-	}
-	if len(d.Metadata) == 0 {
-		return
-	}
-	merged := make(map[string]string, len(d.Metadata)+len(hdr.Metadata))
-	for k, v := range d.Metadata {
-		merged[k] = v
-	}
-	for k, v := range hdr.Metadata {
-		merged[k] = v
-	}
-	raw := hdr.MetadataRaw
-	if raw == "" {
-		raw = "{}"
-	}
-	// The raw form keeps the request's own JSON (nested values) and adds
-	// the defaults it lacks.
-	var b strings.Builder
-	b.WriteString(strings.TrimSuffix(strings.TrimSpace(raw), "}"))
-	first := strings.TrimSpace(raw) == "{}"
-	for k, v := range d.Metadata {
-		if _, own := hdr.Metadata[k]; own {
-			continue
-		}
-		if !first {
-			b.WriteByte(',')
-		}
-		first = false
-		kj, _ := json.Marshal(k)
-		vj, _ := json.Marshal(v)
-		b.Write(kj)
-		b.WriteByte(':')
-		b.Write(vj)
-	}
-	b.WriteByte('}')
-	hdr.Metadata, hdr.MetadataRaw = merged, b.String()
 }
 
 // checkModel refuses a model the caller's key may not use: the body's

@@ -158,8 +158,12 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, c *requester) (
 // those that cost something to learn (routing, metadata, and the model,
 // which needs the body) are filled lazily, when a policy reads them.
 type request struct {
-	r     *http.Request
-	h     *Handler
+	r *http.Request
+	h *Handler
+	// id is the caller, whose key's defaults route a request that names
+	// no route of its own (app.Identity.ApplyDefaults), as llm_gateway
+	// routes it.
+	id    *app.Identity
 	attrs policies.Attributes
 	// hdr are the gateway headers, parsed by ingress.Parse on first need;
 	// nil when they are malformed (the gateway answers 400).
@@ -228,7 +232,7 @@ func (h *Handler) admit(r *http.Request, c *requester) (*verdict, error) {
 	if !ok {
 		return nil, nil
 	}
-	q := request{r: r, h: h}
+	q := request{r: r, h: h, id: id}
 	q.attrs.WorkspaceID, q.attrs.OrganisationID, q.attrs.APIKey = id.WorkspaceID, id.OrganisationID, id.Name
 	q.attrs.Pending = policies.PendingRouting | policies.PendingMetadata | policies.PendingModel
 
@@ -307,11 +311,15 @@ func (q *request) fill(need policies.Pending) {
 	}
 }
 
-// headers parses the gateway headers as llm_gateway does, once.
+// headers parses the gateway headers as llm_gateway does, once, and
+// applies the caller's key's defaults to them as llm_gateway does: a
+// request routed by its key's default virtual key or config is then
+// matched and priced by that route, not as one without a provider.
 func (q *request) headers() *ingress.Headers {
 	if !q.hdrDone {
 		q.hdrDone = true
 		if hdr, err := ingress.Parse(q.r.Header); err == nil {
+			q.id.ApplyDefaults(hdr)
 			q.hdr = hdr
 		}
 	}

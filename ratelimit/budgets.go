@@ -81,7 +81,7 @@ func (h *Handler) budget(hdr http.Header, r *http.Request, c *requester, v *verd
 			ingress.SetBody(r, body) // the gateway read it: readBody reads it here
 		}
 	}
-	q := request{r: r, h: h}
+	q := request{r: r, h: h, id: id}
 	q.attrs.WorkspaceID, q.attrs.OrganisationID, q.attrs.APIKey = id.WorkspaceID, id.OrganisationID, id.Name
 	q.attrs.Pending = policies.PendingRouting | policies.PendingMetadata | policies.PendingModel
 	q.fill(policies.PendingRouting | policies.PendingMetadata)
