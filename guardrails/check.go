@@ -112,9 +112,15 @@ type Input struct {
 	// chatComplete, complete, embed, messages, createModelResponse, …,
 	// prefixed "stream-" for streamed calls (see RequestType).
 	RequestType string
-	Provider    string
-	Model       string
-	Metadata    map[string]string
+	// Format is the base type (as BaseType names it) whose JSON shape
+	// Request and Response have, when it is not the call's own: a call a
+	// format adapter translated (a Messages or Responses call sent to a
+	// chat target) is judged on the chat completion the target was sent
+	// and answered. Empty means BaseType.
+	Format   string
+	Provider string
+	Model    string
+	Metadata map[string]string
 	// Request is the request's JSON body (after earlier mutators).
 	Request []byte
 	// Response is the answer's JSON body; nil for a streamed answer.
@@ -136,6 +142,17 @@ type Input struct {
 
 // BaseType is RequestType without the "stream-" prefix.
 func (in *Input) BaseType() string { return strings.TrimPrefix(in.RequestType, "stream-") }
+
+// BodyType is the base type whose JSON shape Request and Response have:
+// Format, or BaseType when the call was not translated. Checks that read
+// or rewrite the bodies go by it; checks about the call itself
+// (allowedRequestTypes) by RequestType.
+func (in *Input) BodyType() string {
+	if in.Format != "" {
+		return in.Format
+	}
+	return in.BaseType()
+}
 
 // Text is the text the reference's checks read for this stage: before the
 // request the last message's text (its text parts joined by "\n"), the

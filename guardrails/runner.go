@@ -19,8 +19,12 @@ type Request struct {
 	// Body is the request's JSON body. The runner never modifies it; a
 	// mutator's result is Result.Body.
 	Body []byte
-	// Type is RequestType(operation, stream).
-	Type     string
+	// Type is RequestType(operation, stream): the call the client made.
+	Type string
+	// Format is RequestType(operation, false) of the call the target
+	// was sent, when its bodies are not in Type's format (Input.Format);
+	// empty means Type's.
+	Format   string
 	Provider string
 	Model    string
 	Metadata map[string]string
@@ -184,6 +188,7 @@ func (rn *Runner) run(ctx context.Context, stage Stage, raws []json.RawMessage, 
 	res := &Result{in: Input{
 		Stage:       stage,
 		RequestType: req.Type,
+		Format:      req.Format,
 		Provider:    req.Provider,
 		Model:       req.Model,
 		Metadata:    req.Metadata,

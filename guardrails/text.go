@@ -53,7 +53,9 @@ type TextPart struct {
 // getCurrentContentPart does: the last message (string content or each
 // text part) for chat and messages, the prompt for completions, the input
 // for embeddings and responses; after the request the first choice's
-// content, or every text block of a messages answer. Empty texts are kept
+// content, or every text block of a messages answer. The shape read is
+// the bodies' (Input.BodyType): a translated call's are the chat
+// completion its target was sent and answered. Empty texts are kept
 // (with their paths) so mutators can address them; Text drops them.
 func TextParts(in *Input) []TextPart {
 	body := in.Body()
@@ -61,7 +63,7 @@ func TextParts(in *Input) []TextPart {
 		if body == nil {
 			return nil
 		}
-		switch in.BaseType() {
+		switch in.BodyType() {
 		case "complete":
 			return stringAt(body, "choices.0.text")
 		case "messages":
@@ -85,11 +87,11 @@ func TextParts(in *Input) []TextPart {
 			return stringAt(body, "choices.0.message.content")
 		}
 	}
-	switch in.BaseType() {
+	switch in.BodyType() {
 	case "complete":
 		return stringOrArrayAt(body, "prompt")
 	case "embed", "createModelResponse":
-		if r := gjson.GetBytes(body, "input"); r.IsArray() && in.BaseType() == "createModelResponse" {
+		if r := gjson.GetBytes(body, "input"); r.IsArray() && in.BodyType() == "createModelResponse" {
 			n := len(r.Array())
 			if n == 0 {
 				return nil

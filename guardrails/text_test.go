@@ -1,6 +1,7 @@
 package guardrails_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/guardrails"
@@ -64,5 +65,27 @@ func TestRequestType(t *testing.T) {
 		if got := guardrails.RequestType(tc.op, tc.stream); got != tc.want {
 			t.Errorf("RequestType(%q, %v) = %q, want %q", tc.op, tc.stream, got, tc.want)
 		}
+	}
+}
+
+// A translated call is read in the shape of what its target was sent and
+// answered (Format), not in the client's: a Messages or Responses call
+// sent to a chat target has chat bodies.
+func TestTextTranslatedFormat(t *testing.T) {
+	chatReq := []byte(`{"model":"m","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"the question"}]}`)
+	chatAns := []byte(`{"choices":[{"index":0,"message":{"role":"assistant","content":"the answer"}}]}`)
+	for _, typ := range []string{"messages", "createModelResponse", "stream-messages"} {
+		before := &guardrails.Input{Stage: guardrails.BeforeRequest, RequestType: typ, Format: "chatComplete", Request: chatReq}
+		after := &guardrails.Input{Stage: guardrails.AfterRequest, RequestType: typ, Format: "chatComplete", Request: chatReq, Response: chatAns}
+		if before.Text() != "the question" || after.Text() != "the answer" {
+			t.Errorf("%s translated: read %q and %q", typ, before.Text(), after.Text())
+		}
+		if before.BaseType() != strings.TrimPrefix(typ, "stream-") {
+			t.Errorf("%s: the call's type became %q", typ, before.BaseType())
+		}
+	}
+	native := &guardrails.Input{Stage: guardrails.AfterRequest, RequestType: "messages", Response: []byte(`{"content":[{"type":"text","text":"native"}]}`)}
+	if native.Text() != "native" {
+		t.Errorf("native messages answer read as %q", native.Text())
 	}
 }

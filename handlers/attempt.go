@@ -156,11 +156,7 @@ func (e *executor) attempt(ctx context.Context, p attemptPlan) (out routing.Outc
 	case aborted && c.committed:
 		// Keep what the stream reported before it ended: usage is billed
 		// even when the connection broke after the answer.
-		if c.conv != nil {
-			res.usage = c.conv.Usage()
-		} else if c.sse != nil {
-			res.usage = c.sse.usage
-		}
+		res.usage, res.partialUsage = c.streamUsage()
 		if e.r.Context().Err() != nil {
 			// The client went away; there is no one to tell.
 			res.err = "client closed the connection mid-response"
@@ -244,7 +240,7 @@ func (e *executor) finishCommitted(c *capture, res *result, sg *streamGuard) rou
 		e.out.streamError(apierror.New(http.StatusBadGateway, apierror.TypeUpstream, "the provider's stream ended before it completed"))
 		o.Cause = routing.CauseStreamFailed
 	}
-	res.usage = c.usage
+	res.usage, res.partialUsage = c.usage, c.partialUsage
 	return o
 }
 

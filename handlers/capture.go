@@ -95,6 +95,9 @@ type capture struct {
 	sse    *sseFilter
 	conv   providers.StreamConverter
 	usage  *providers.Usage
+	// partialUsage says usage is not the provider's final count
+	// (streamUsage).
+	partialUsage bool
 	// tee copies a passed-through JSON body (for usage), or a stream's
 	// OpenAI events when store is set; teeFull says it outgrew teeMax and
 	// is incomplete.
@@ -270,7 +273,7 @@ func (c *capture) finish() error {
 	switch {
 	case c.conv != nil:
 		err := c.conv.Close()
-		c.usage = c.conv.Usage()
+		c.usage, c.partialUsage = c.streamUsage()
 		_ = flushClient(c.client)
 		return err
 	case c.sse != nil:
@@ -285,6 +288,32 @@ func (c *capture) finish() error {
 		c.usage = usageFromBody(c.tee.Bytes())
 	}
 	return nil
+}
+
+// usageFinality is implemented by stream converters whose usage may be
+// counted before the provider's final report: Anthropic's message_start
+// gives the input and one output token, message_delta the final counts.
+type usageFinality interface {
+	// UsageFinal reports whether Usage is the final count.
+	UsageFinal() bool
+}
+
+// streamUsage is the usage a streamed answer reported so far, and
+// whether it is partial: a converter's that is not yet final. An
+// OpenAI-format stream reports usage once, in its last chunk, so what
+// it reported is final.
+func (c *capture) streamUsage() (u *providers.Usage, partial bool) {
+	switch {
+	case c.conv != nil:
+		u = c.conv.Usage()
+		if f, ok := c.conv.(usageFinality); ok && u != nil {
+			partial = !f.UsageFinal()
+		}
+		return u, partial
+	case c.sse != nil:
+		return c.sse.usage, false
+	}
+	return c.usage, c.partialUsage
 }
 
 // flushWriter flushes each write through to the client, so a converted

@@ -65,6 +65,10 @@ type result struct {
 	// passed-through answer broke off, and a clean end would look
 	// complete.
 	abort bool
+	// partialUsage says usage is what a stream reported before its
+	// provider's final count (Anthropic's message_start): the output
+	// delivered after it is estimated (estimateBrokenStream).
+	partialUsage bool
 }
 
 func (res *result) info() *answerInfo {

@@ -164,9 +164,14 @@ func (gs *guardSession) runBefore(ctx context.Context, p *attemptPlan) {
 	if p.err != nil {
 		return // the attempt reports it
 	}
+	// Type is the client's call; Format the shape of what the target is
+	// sent and answers, which for a translated target (a format
+	// adapter's chat completion, p.op) is not the client's: every check
+	// of every road, JSON, stream or cached, reads the bodies by it.
 	gs.cur.req = guardrails.Request{
 		Body:     p.body,
 		Type:     guardrails.RequestType(string(gs.q.Call.Op), p.stream),
+		Format:   guardrails.RequestType(string(p.op), false),
 		Provider: t.Settings.Provider,
 		Model:    p.model,
 		Metadata: gs.q.Header.Metadata,

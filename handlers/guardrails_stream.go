@@ -182,7 +182,7 @@ func (sg *streamGuard) heldOutcome(e *executor, c *capture, res *result, aborted
 		return res.fail(apierror.Newf(http.StatusBadGateway, apierror.TypeUpstream,
 			"provider %s's stream could not be translated: %v", t.Settings.Provider, err), routing.CauseNone)
 	}
-	res.usage = c.usage
+	res.usage, res.partialUsage = c.usage, c.partialUsage
 	if sg.overflow {
 		return tooLarge()
 	}
@@ -197,11 +197,23 @@ func (sg *streamGuard) heldOutcome(e *executor, c *capture, res *result, aborted
 // messageStop is the event that ends an Anthropic Messages stream.
 var messageStop = []byte(`"type":"message_stop"`)
 
+// responsesTerminal are the events that end a Responses API stream,
+// which has no [DONE].
+var responsesTerminal = [...][]byte{[]byte(`"type":"response.completed"`), []byte(`"type":"response.incomplete"`), []byte(`"type":"response.failed"`)}
+
 // streamComplete reports whether a held stream of op ended as its format
-// ends a complete answer: [DONE], or a Messages stream's message_stop.
+// ends a complete answer: [DONE], a Messages stream's message_stop, or a
+// Responses stream's terminal event.
 func streamComplete(op providers.Operation, body []byte) bool {
-	if op == providers.OpMessages {
+	switch op {
+	case providers.OpMessages:
 		return bytes.Contains(body, messageStop)
+	case providers.OpResponses:
+		for _, ev := range responsesTerminal {
+			if bytes.Contains(body, ev) {
+				return true
+			}
+		}
 	}
 	return bytes.Contains(body, sseDoneEvent)
 }

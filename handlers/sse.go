@@ -174,14 +174,35 @@ func hasUsage(payload []byte) bool {
 	}
 }
 
-// Flush writes out a trailing event that lacked its blank line.
+// Flush ends the stream: a trailing event that lacked its blank line is
+// written when it is whole ([DONE], or data that is JSON), any but [DONE]
+// with the blank line added, so the error event that follows a stream
+// without [DONE] is an event of its own; half an event (the body ended
+// in the middle of one) is dropped, never glued to what follows.
 func (f *sseFilter) Flush() error {
-	if f.each == nil {
-		f.each = f.event
-	}
-	f.split.End(f.each)
+	f.split.End(f.last)
 	f.flushOut()
 	return f.writeError
+}
+
+// last handles the event the splitter completes at the end of the body.
+func (f *sseFilter) last(ev *sse.Event) bool {
+	if !ev.HasData {
+		return false
+	}
+	d := bytes.TrimSpace(ev.Data)
+	done := bytes.Equal(d, sseDone)
+	if !done && jsonlimit.Check(d) != nil {
+		return false
+	}
+	if f.keep(ev) {
+		raw := ev.Raw
+		if !done {
+			raw = sse.Terminate(raw)
+		}
+		f.out = append(f.out, raw...)
+	}
+	return false
 }
 
 // usageFromJSON reads OpenAI's usage object (chat, completions, embeddings
@@ -312,24 +333,37 @@ func stringEnd(p []byte) int {
 const bytesPerToken = 4
 
 // estimateBrokenStream gives a streamed answer that ended before its
-// usage arrived (res.err says why: the client went away, the provider
-// broke off, the stream could not be translated) an estimated usage, so
-// it is priced, recorded and settled as what it used rather than with
-// its whole reservation: the prompt as the rate limiter estimates it for
-// its reservation, ceil(request body bytes / 4), and the output as
-// ceil(characters of generated text delivered / 4). The entry is marked
+// final usage arrived (res.err says why: the client went away, the
+// provider broke off, the stream could not be translated) an estimated
+// usage, so it is priced, recorded and settled as what it delivered
+// rather than with its whole reservation or the one output token
+// Anthropic's message_start counts: the output as ceil(characters of
+// generated text delivered / 4) (at least what the provider reported so
+// far), and the prompt as the provider reported it (message_start's
+// input and cache counts), else as the rate limiter estimates it for its
+// reservation, ceil(request body bytes / 4). res.usage is the one value
+// the price, the log entry, the ledger record and the rate-limit and
+// budget settlement all read, so they agree. The entry is marked
 // UsageEstimated (the ledger record's "estimated"). A stream that
 // completed without the provider reporting usage is estimated the same
 // way; a cache hit (charged nothing) and a failure before the answer
 // started are not.
 func (f *flight) estimateBrokenStream() {
 	res, q := f.res, f.q
-	if res == nil || q == nil || !q.Call.Stream || res.usage != nil || !f.done ||
+	if res == nil || q == nil || !q.Call.Stream || (res.usage != nil && !res.partialUsage) || !f.done ||
 		f.status < 200 || f.status > 299 || cache.IsHit(res.label) {
 		return
 	}
-	prompt := (int64(len(q.Call.Body)) + bytesPerToken - 1) / bytesPerToken
 	out := (f.out.text.n + bytesPerToken - 1) / bytesPerToken
-	res.usage = &providers.Usage{PromptTokens: prompt, CompletionTokens: out, TotalTokens: prompt + out}
+	u := providers.Usage{CompletionTokens: out}
+	if res.usage != nil {
+		u = *res.usage
+		u.CompletionTokens = max(u.CompletionTokens, out)
+	}
+	if u.PromptTokens == 0 {
+		u.PromptTokens = (int64(len(q.Call.Body)) + bytesPerToken - 1) / bytesPerToken
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	res.usage, res.partialUsage = &u, false
 	f.entry.UsageEstimated = true
 }

@@ -255,3 +255,26 @@ func TestSSEFilterThreeReads(t *testing.T) {
 		}
 	}
 }
+
+// TestSSEFilterCutMidEvent: a body that ends in the middle of an event
+// reaches the client up to its last whole event, so the error event the
+// gateway adds starts on its own; a whole last event without its blank
+// line gets one.
+func TestSSEFilterCutMidEvent(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"half an event", chunkA + chunkA[:20], chunkA},
+		{"half a line", chunkA + "data", chunkA},
+		{"an event without its blank line", chunkA + strings.TrimSuffix(chunkA, "\n\n"), chunkA + chunkA},
+		{"[DONE] without its blank line", chunkA + "data: [DONE]", chunkA + "data: [DONE]"},
+	} {
+		for split := 0; split <= len(tc.in); split++ {
+			var out bytes.Buffer
+			f := &sseFilter{w: &out}
+			f.Write([]byte(tc.in[:split]))
+			f.Write([]byte(tc.in[split:]))
+			if err := f.Flush(); err != nil || out.String() != tc.want {
+				t.Fatalf("%s, split %d: %v %q, want %q", tc.name, split, err, out.String(), tc.want)
+			}
+		}
+	}
+}

@@ -47,7 +47,7 @@ func (AddPrefix) Check(_ context.Context, in *guardrails.Input, params json.RawM
 	body := in.Request
 	var out []byte
 	var err error
-	switch in.BaseType() {
+	switch in.BodyType() {
 	case "complete":
 		out, err = prefixPrompt(body, prefix.Str)
 	case "chatComplete", "messages":

@@ -117,3 +117,22 @@ func BenchmarkSplitter(b *testing.B) {
 		_ = s.Feed(ev, fn)
 	}
 }
+
+// Terminate ends an event without its blank line in the event's own line
+// ending, and leaves an ended one as it is.
+func TestTerminate(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                   "",
+		"data: x":            "data: x\n\n",
+		"data: x\n":          "data: x\n\n",
+		"data: x\r\n":        "data: x\r\n\r\n",
+		"data: x\r":          "data: x\r\r",
+		"data: x\n\n":        "data: x\n\n",
+		"data: x\r\n\r\n":    "data: x\r\n\r\n",
+		"event: e\ndata: {}": "event: e\ndata: {}\n\n",
+	} {
+		if got := string(Terminate([]byte(in))); got != want {
+			t.Errorf("Terminate(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/oaiwire"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/sse"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/messages"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
@@ -75,21 +76,35 @@ func (CountTokens) Stream(_ *providers.Call, w io.Writer) providers.StreamConver
 }
 
 // NativeStream passes a Messages API event stream through as it arrives,
-// reading usage from message_start and message_delta. A stream that ends
-// without message_stop or an error event gets an error event, so the
-// client can tell it from a complete answer.
+// reading usage from message_start and message_delta. The client gets
+// whole events only: an event a provider read cut in two is held until
+// its end arrives (then sent byte for byte, in one write with the events
+// after it), so a stream that breaks in the middle of an event ends, for
+// the client, at the last whole one, and the error event that follows
+// starts on its own. A stream that ends without message_stop or an error
+// event gets an error event, so the client can tell it from a complete
+// answer.
 type NativeStream struct {
 	w     io.Writer
-	dec   oaiwire.Decoder
-	each  oaiwire.Handler
+	split sse.Splitter
+	each  sse.Func
 	usage usage
-	// seen says some usage was read.
-	seen bool
+	// seen says some usage was read; final that message_delta's was,
+	// the provider's last word on the answer (message_start's counts
+	// one output token however much follows).
+	seen, final bool
 	// ended is set by message_stop or an error event.
 	ended  bool
 	failed bool
 	closed bool
 	err    error
+	// One Write's state: held is how many bytes of an unfinished event
+	// the splitter held before it (the start of the first event this
+	// Write completes), took how many bytes the events it completed
+	// span, and out the held start copied out of the splitter as that
+	// event completes.
+	held, took int
+	out        []byte
 }
 
 // NewNativeStream returns a pass-through stream writing to w.
@@ -99,20 +114,49 @@ func NewNativeStream(w io.Writer) *NativeStream {
 	return s
 }
 
-// Write implements io.Writer: p reaches the client unchanged, in one
-// write, after its complete events were read.
+// Write implements io.Writer: the whole events p completes reach the
+// client unchanged, in one write; an unfinished last one waits for the
+// next Write.
 func (s *NativeStream) Write(p []byte) (int, error) {
 	if s.err != nil {
 		return 0, s.err
 	}
-	if !s.ended {
-		if err := s.dec.Feed(p, s.each); err != nil {
-			// An event beyond the bound: what came is passed, the
-			// client is told the stream failed, the rest is dropped.
-			s.fail("the provider's stream sent an event larger than the gateway accepts")
-			return len(p), s.err
+	if s.ended {
+		// After the end, whatever follows passes as it is.
+		return s.write(p)
+	}
+	held := s.split.Buffered()
+	s.held, s.took, s.out = held, 0, s.out[:0]
+	err := s.split.Feed(p, s.each)
+	n := 0
+	switch {
+	case s.split.Stopped():
+		// The rest of p follows the last event as it came.
+		n = len(p)
+	case s.took > 0:
+		n = s.took - held
+	}
+	if len(s.out) > 0 {
+		s.out = append(s.out, p[:n]...)
+		if _, werr := s.write(s.out); werr != nil {
+			return 0, werr
+		}
+	} else if n > 0 {
+		if _, werr := s.write(p[:n]); werr != nil {
+			return 0, werr
 		}
 	}
+	if err != nil {
+		// An event beyond the bound: the whole events before it were
+		// passed, the client is told the stream failed, the rest is
+		// dropped.
+		s.fail("the provider's stream sent an event larger than the gateway accepts")
+		return len(p), s.err
+	}
+	return len(p), nil
+}
+
+func (s *NativeStream) write(p []byte) (int, error) {
 	if _, err := s.w.Write(p); err != nil {
 		s.err = err
 		return 0, err
@@ -120,16 +164,33 @@ func (s *NativeStream) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (s *NativeStream) event(name, data []byte) bool {
+// event reads one whole event on its way to the client.
+func (s *NativeStream) event(ev *sse.Event) bool {
+	if s.held > 0 {
+		// The first event of this Write began in an earlier one: its
+		// start is in the splitter's buffer only until this returns.
+		s.out = append(s.out, ev.Raw[:s.held]...)
+		s.held = 0
+	}
+	s.took += len(ev.Raw)
+	if !ev.HasData {
+		return true
+	}
+	return s.read(ev.Name, ev.Data)
+}
+
+// read takes the usage and the end of the stream from one event's name
+// and data; it returns false once the stream ended.
+func (s *NativeStream) read(name, data []byte) bool {
 	typ := string(name)
 	if typ == "" {
 		typ = gjson.GetBytes(data, "type").Str
 	}
 	switch typ {
 	case "message_start":
-		s.read(gjson.GetBytes(data, "message.usage"))
+		s.readUsage(gjson.GetBytes(data, "message.usage"), false)
 	case "message_delta":
-		s.read(gjson.GetBytes(data, "usage"))
+		s.readUsage(gjson.GetBytes(data, "usage"), true)
 	case "message_stop":
 		s.ended = true
 		return false
@@ -140,9 +201,10 @@ func (s *NativeStream) event(name, data []byte) bool {
 	return true
 }
 
-func (s *NativeStream) read(u gjson.Result) {
+func (s *NativeStream) readUsage(u gjson.Result, final bool) {
 	if u.IsObject() {
 		s.seen = true
+		s.final = s.final || final
 		readUsage(&s.usage, u)
 	}
 }
@@ -157,16 +219,20 @@ func (s *NativeStream) fail(msg string) {
 	}
 }
 
-// Close implements providers.StreamConverter.
+// Close implements providers.StreamConverter. A last event that lacked
+// its blank line is passed when it is whole (its data JSON): as it came
+// when it ends the stream, with the blank line added otherwise, so the
+// error event that follows is an event of its own. Half an event is
+// dropped.
 func (s *NativeStream) Close() error {
 	if s.closed {
 		return s.err
 	}
 	s.closed = true
 	if !s.ended {
-		s.dec.End(s.each)
+		s.split.End(s.last)
 	}
-	if !s.ended {
+	if !s.ended && s.err == nil {
 		s.fail("the provider's stream ended before it completed")
 		return s.err
 	}
@@ -176,6 +242,20 @@ func (s *NativeStream) Close() error {
 	return s.err
 }
 
+// last handles the event the splitter completes at the end of the body.
+func (s *NativeStream) last(ev *sse.Event) bool {
+	if !ev.HasData || jsonlimit.Check(ev.Data) != nil {
+		return false // half an event (or none)
+	}
+	s.read(ev.Name, ev.Data)
+	raw := ev.Raw
+	if !s.ended {
+		raw = sse.Terminate(raw)
+	}
+	_, _ = s.write(raw)
+	return false
+}
+
 // Usage implements providers.StreamConverter.
 func (s *NativeStream) Usage() *providers.Usage {
 	if !s.seen {
@@ -183,6 +263,11 @@ func (s *NativeStream) Usage() *providers.Usage {
 	}
 	return s.usage.gateway()
 }
+
+// UsageFinal reports whether Usage is the provider's final count
+// (message_delta's): before it, message_start's is the input and one
+// output token, however much text followed.
+func (s *NativeStream) UsageFinal() bool { return s.final }
 
 // readUsage merges a Messages usage object into u, keeping the largest of
 // each count: they are cumulative, and message_delta may report an input

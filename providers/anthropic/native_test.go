@@ -83,6 +83,48 @@ func TestNativeStream(t *testing.T) {
 	}
 }
 
+// A stream cut in the middle of an event reaches the client up to its
+// last whole event, then the error event on its own, however the
+// provider's reads split it; a last event without its blank line is
+// passed as it came when it ends the stream, and with the blank line
+// added before the error event when it does not. message_start's usage
+// is not final; message_delta's is.
+func TestNativeStreamCutMidEvent(t *testing.T) {
+	whole := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hello\"}}\n\n"
+	errEvent := "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"the provider's stream ended before it completed\"}}\n\n"
+	stop := "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":9}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}"
+	for _, tc := range []struct {
+		name, in, want string
+		final          bool
+	}{
+		{"half an event", whole + "event: content_block_delta\ndata: {\"type\":\"content_blo", whole + errEvent, false},
+		{"half a line ending", whole + "event: content_block_delta\r", whole + errEvent, false},
+		{"a whole last event without its blank line", whole + `data: {"type":"ping"}`, whole + "data: {\"type\":\"ping\"}\n\n" + errEvent, false},
+		{"message_stop without its blank line", whole + stop, whole + stop, true},
+	} {
+		for _, step := range []int{1, 7, 64, len(tc.in)} {
+			var out bytes.Buffer
+			s := NewNativeStream(&out)
+			for in := []byte(tc.in); len(in) > 0; {
+				k := min(step, len(in))
+				if _, err := s.Write(in[:k]); err != nil {
+					t.Fatal(err)
+				}
+				if !strings.HasSuffix(out.String(), "\n\n") && out.Len() > 0 {
+					t.Fatalf("%s, step %d: the client was sent part of an event: %q", tc.name, step, out.String())
+				}
+				in = in[k:]
+			}
+			err := s.Close()
+			if out.String() != tc.want || (err == nil) != tc.final || s.UsageFinal() != tc.final {
+				t.Fatalf("%s, step %d: %v, final %v:\n%q\nwant\n%q", tc.name, step, err, s.UsageFinal(), out.String(), tc.want)
+			}
+		}
+	}
+}
+
 // FuzzNativeStream: whatever the provider streams, the pass-through
 // neither panics nor hangs, and Close returns.
 func FuzzNativeStream(f *testing.F) {

@@ -25,6 +25,9 @@ type stream struct {
 
 	usage    usage
 	sawUsage bool
+	// final says message_delta's usage was read: the provider's last
+	// word (message_start's counts one output token).
+	final bool
 	// tools maps a content block index to its OpenAI tool call index + 1
 	// (0: not a tool_use block). OpenAI numbers tool calls 0, 1, 2…
 	// whatever the text and thinking blocks between them.
@@ -62,7 +65,7 @@ func (s *stream) Close() error {
 	}
 	s.closed = true
 	if s.err == nil && !s.complete {
-		s.dec.End(s.event)
+		s.dec.End(s.lastEvent)
 	}
 	switch {
 	case s.err != nil:
@@ -79,6 +82,15 @@ func (s *stream) Close() error {
 	return s.err
 }
 
+// lastEvent handles the event the body ended in without its blank
+// line: half an event is the stream cut short, not a malformed event.
+func (s *stream) lastEvent(name, data []byte) bool {
+	if jsonlimit.Check(data) != nil {
+		return false
+	}
+	return s.event(name, data)
+}
+
 // Usage implements providers.StreamConverter.
 func (s *stream) Usage() *providers.Usage {
 	if !s.sawUsage {
@@ -86,6 +98,10 @@ func (s *stream) Usage() *providers.Usage {
 	}
 	return s.usage.gateway()
 }
+
+// UsageFinal reports whether Usage is the provider's final count
+// (message_delta's), not message_start's.
+func (s *stream) UsageFinal() bool { return s.final }
 
 func (s *stream) fail(msg, typ string) {
 	s.err = errors.New(msg)
@@ -120,6 +136,7 @@ func (s *stream) event(_, data []byte) bool {
 		s.blockDelta(r)
 	case "message_delta":
 		s.readUsage(r.Get("usage"))
+		s.final = s.final || r.Get("usage").IsObject()
 		if !s.finished {
 			s.finished = true
 			s.out.Finish(0, FinishReason(r.Get("delta.stop_reason").Str))

@@ -194,6 +194,9 @@ func (s *invokeStream) Close() error {
 // Usage implements providers.StreamConverter.
 func (s *invokeStream) Usage() *providers.Usage { return s.out.Usage() }
 
+// UsageFinal reports whether Usage is the final count (NativeStream's).
+func (s *invokeStream) UsageFinal() bool { return s.out.UsageFinal() }
+
 // eventName reports whether an event type can be an SSE event name as it
 // is: Anthropic's are lower-case words joined by underscores.
 func eventName(s string) bool {
