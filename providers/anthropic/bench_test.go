@@ -36,3 +36,28 @@ func BenchmarkAnthropicStreamChunk(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkNativeStreamChunk measures the pass-through of one text delta
+// event, whole in its read (the common case) and cut across two reads.
+func BenchmarkNativeStreamChunk(b *testing.B) {
+	ev := []byte("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hello, how are you doing today?\"}}\n\n")
+	for _, cut := range []int{0, 40} {
+		name := "whole"
+		if cut > 0 {
+			name = "cut"
+		}
+		b.Run(name, func(b *testing.B) {
+			s := NewNativeStream(io.Discard)
+			b.ReportAllocs()
+			b.SetBytes(int64(len(ev)))
+			for b.Loop() {
+				if cut == 0 {
+					_, _ = s.Write(ev)
+					continue
+				}
+				_, _ = s.Write(ev[:cut])
+				_, _ = s.Write(ev[cut:])
+			}
+		})
+	}
+}
