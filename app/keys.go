@@ -1,10 +1,10 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -179,20 +179,32 @@ func configKeyID(name string) string {
 // A Caddyfile key without scopes is its workspace's administrator: it
 // holds every scope, in its own workspace only (Manages).
 func (id *Identity) Can(scope string) bool {
-	if id.Scopes == nil && id.Source == keys.SourceConfig {
-		return true
-	}
-	return keys.HasScope(id.Scopes, scope)
+	g := id.grant()
+	return g.Can(scope)
 }
 
 // Manages reports whether the identity may see and change records of
 // workspace ws in organisation org: an organisation key any workspace of
-// its organisation, any other key only its own workspace.
+// its organisation, any other key only its own workspace. It is the reach
+// of the control plane's one rule (keys.Authorize).
 func (id *Identity) Manages(org, ws string) bool {
-	if id.Type == keys.TypeOrganisation {
-		return org == id.OrganisationID
+	a := keys.Actor{OrganisationID: id.OrganisationID, WorkspaceID: id.WorkspaceID, Grant: id.grant()}
+	return a.Sees(org, ws, false)
+}
+
+func (id *Identity) grant() keys.Grant {
+	return keys.Grant{Organisation: id.Type == keys.TypeOrganisation, Scopes: id.Scopes,
+		AllScopes: id.Scopes == nil && id.Source == keys.SourceConfig, AllowedModels: id.AllowedModels}
+}
+
+// Actor is the identity as the control plane's rule sees it; rec is its
+// API record (its usage limit), nil for a Caddyfile key.
+func (id *Identity) Actor(rec *keys.APIKey) *keys.Actor {
+	a := &keys.Actor{KeyID: id.KeyID, OrganisationID: id.OrganisationID, WorkspaceID: id.WorkspaceID, Grant: id.grant()}
+	if rec != nil {
+		a.UsageLimits = rec.UsageLimits
 	}
-	return ws == id.WorkspaceID && org == id.OrganisationID
+	return a
 }
 
 // ConfigKeys returns the identities of the Caddyfile's gateway keys.
@@ -271,17 +283,23 @@ func (a *App) For(id *Identity) routing.Resolver {
 	if a.keyStore == nil || id == nil {
 		return a
 	}
-	return scopedResolver{a: a, ws: id.WorkspaceID}
+	return scopedResolver{a: a, org: id.OrganisationID, ws: id.WorkspaceID}
 }
 
+// scopedResolver finds a workspace's API records, and only those of its
+// organisation: a record another organisation put in a workspace of the
+// same id (before the API refused that) is not found.
 type scopedResolver struct {
-	a  *App
-	ws string
+	a       *App
+	org, ws string
 }
 
 func (s scopedResolver) VirtualKey(name string) (*providers.Settings, bool) {
 	if v, ok := s.a.virtualKeys[name]; ok {
 		return v, true
+	}
+	if r, ok := s.a.keyStore.VirtualKeyRecord(s.ws, name); !ok || r.OrganisationID != s.org {
+		return nil, false
 	}
 	return s.a.keyStore.VirtualKey(s.ws, name)
 }
@@ -291,26 +309,32 @@ func (s scopedResolver) SavedConfig(id string) ([]byte, bool) {
 		return c, true
 	}
 	c, ok := s.a.keyStore.Config(s.ws, id)
-	if !ok {
+	if !ok || c.OrganisationID != s.org {
 		return nil, false
 	}
 	return c.Latest().Config, true
 }
 
 // CheckConfig validates a config saved through the API for workspace ws
-// as a Caddyfile config is checked at load (schema, plan, hooks), with the
-// workspace's own virtual keys. A config saved through the API is client
-// input but is routed as a saved (trusted) config, so it may not set
-// custom_host: an address is the operator's to give.
-func (a *App) CheckConfig(body []byte, ws string) error {
-	if bytes.Contains(body, []byte(`"custom_host"`)) {
-		return fmt.Errorf("custom_host: a config saved through the API may not set custom_host; declare such a target in the Caddyfile")
+// of organisation org as a Caddyfile config is checked at load (schema,
+// plan, hooks), with the workspace's own virtual keys. It is read
+// strictly first (member names unescaped, none given twice). A config
+// saved through the API is client input but is routed as a saved
+// (trusted) config, so it may not set custom_host anywhere: an address is
+// the operator's to give.
+func (a *App) CheckConfig(body []byte, org, ws string) error {
+	if err := keys.CheckConfigJSON(body); err != nil {
+		var je *keys.JSONError
+		if errors.As(err, &je) && je.Name == "custom_host" {
+			return fmt.Errorf("%s: a config saved through the API may not set custom_host; declare such a target in the Caddyfile", je.Member)
+		}
+		return err
 	}
 	cfg, err := routing.NewConfigCache(1).Parse(string(body))
 	if err != nil {
 		return plainError(err)
 	}
-	if _, err := routing.ResolveConfig(cfg, &ingress.Headers{Provider: "openai"}, scopedResolver{a: a, ws: ws}); err != nil {
+	if _, err := routing.ResolveConfig(cfg, &ingress.Headers{Provider: "openai"}, scopedResolver{a: a, org: org, ws: ws}); err != nil {
 		return plainError(err)
 	}
 	return a.checkConfigHooks(body)

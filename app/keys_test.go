@@ -88,3 +88,41 @@ func TestScopedResolverAndAuthErrors(t *testing.T) {
 		t.Fatalf("active key: %v %+v", ok, id)
 	}
 }
+
+// TestScopedResolverOrganisation: a record another organisation put in a
+// workspace of the same id is not found by the workspace's keys (nor
+// used by a config saved there), as if absent.
+func TestScopedResolverOrganisation(t *testing.T) {
+	h, _ := keys.NewHasher([]byte("0123456789abcdef0123456789abcdef"))
+	sealer, _ := keys.NewSealer(make([]byte, 32))
+	st, err := keys.New(keys.Options{KV: &certmagic.FileStorage{Path: t.TempDir()}, Hasher: h, Sealer: sealer, Attach: identityOf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := st.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a := &App{logger: zap.NewNop()}
+	a.keyStore = st
+	if err := st.CreateVirtualKey(ctx, &keys.VirtualKey{Slug: "theirs", OrganisationID: "org-b", WorkspaceID: "ws1"}, providers.Settings{Provider: "openai", APIKey: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateConfig(ctx, &keys.Config{Slug: "theirs", OrganisationID: "org-b", WorkspaceID: "ws1"}, []byte(`{"virtual_key":"theirs"}`)); err != nil {
+		t.Fatal(err)
+	}
+	mine := a.For(&Identity{OrganisationID: "org-a", WorkspaceID: "ws1"})
+	if _, ok := mine.VirtualKey("theirs"); ok {
+		t.Fatal("another organisation's virtual key is found")
+	}
+	if _, ok := mine.SavedConfig("theirs"); ok {
+		t.Fatal("another organisation's config is found")
+	}
+	theirs := a.For(&Identity{OrganisationID: "org-b", WorkspaceID: "ws1"})
+	if _, ok := theirs.VirtualKey("theirs"); !ok {
+		t.Fatal("the owner does not find its virtual key")
+	}
+	if err := a.CheckConfig([]byte(`{"virtual_key":"theirs"}`), "org-a", "ws1"); err == nil {
+		t.Fatal("a config of org-a names org-b's virtual key")
+	}
+}

@@ -4,12 +4,16 @@
 // control plane, in the shapes the portkey-ai SDK sends and reads.
 // Importing it registers the routes; the records live in package keys.
 //
-// Every route checks a scope (api_keys.create, configs.read, …) and the
-// caller's reach: a workspace key sees and changes only its workspace's
-// records, an organisation key those of every workspace of its
-// organisation; a record out of reach is a 404, as if it did not exist.
-// Records declared in the Caddyfile are listed with source "config" and
-// are read-only (409).
+// Every route asks one rule, keys.Authorize (keys/authz.go), whether the
+// caller may do its action to its target: the scope (api_keys.create,
+// configs.read, …), the organisation (another organisation's records are
+// never reached), the reach (a workspace key its own workspace's records,
+// an organisation key every workspace of its organisation), the source
+// (records declared in the Caddyfile are listed with source "config" and
+// are read-only, 409) and, for gateway keys, the grant (no key writes,
+// rotates or mints a key beyond its own scopes, reach, models or usage
+// limit). A record out of reach is a 404, as if it did not exist; a named
+// workspace out of reach a 403 workspace_forbidden.
 package keysapi
 
 import (
@@ -20,8 +24,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
-	"github.com/google/uuid"
 	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
@@ -71,6 +76,7 @@ type call struct {
 	app   *app.App
 	store *keys.Store
 	body  []byte
+	who   *keys.Actor // the caller as the rule sees it (actor)
 }
 
 func handle(fn func(*call) (any, error)) http.HandlerFunc {
@@ -101,35 +107,6 @@ func handle(fn func(*call) (any, error)) http.HandlerFunc {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(out)
 	}
-}
-
-// need refuses a caller without scope.
-func (c *call) need(scope string) error {
-	if c.id.Can(scope) {
-		return nil
-	}
-	return controlplane.MissingScope(scope)
-}
-
-// workspace returns the workspace a request names (body or query), or
-// the caller's, refusing one out of the caller's reach.
-func (c *call) workspace(named string) (string, error) {
-	if named == "" {
-		return c.id.WorkspaceID, nil
-	}
-	if uuid.Validate(named) != nil {
-		return "", apierror.BadRequest("workspace_id", "workspace_id must be a UUID")
-	}
-	if !c.id.Manages(c.id.OrganisationID, named) {
-		return "", apierror.Newf(http.StatusForbidden, apierror.TypeInvalidRequest, "workspace_id %s is not this gateway key's workspace", named).WithCode("workspace_forbidden")
-	}
-	return named, nil
-}
-
-// visible reports whether the caller reaches a record of (org, ws),
-// restricted to ws filter when one is named.
-func (c *call) visible(org, ws, filter string) bool {
-	return c.id.Manages(org, ws) && (filter == "" || ws == filter)
 }
 
 // audit records a change; a failure is logged, the change stands.
@@ -188,10 +165,19 @@ func noSealer() error {
 }
 
 // object decodes a JSON object body into a map of raw members, so each
-// route tells a member given as null from one left out.
+// route tells a member given as null from one left out. The body is read
+// strictly: a member given twice (names compared after unescaping) is a
+// 400 naming it, never one copy silently winning.
 func object(body []byte) (map[string]json.RawMessage, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return map[string]json.RawMessage{}, nil
+	}
+	if err := keys.CheckJSON(body); err != nil {
+		var je *keys.JSONError
+		if errors.As(err, &je) && je.Name != "" {
+			return nil, apierror.BadRequest(je.Member, "%v", je)
+		}
+		return nil, apierror.BadRequest("", "the request body must be a JSON object")
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(body, &m); err != nil || m == nil {
@@ -234,12 +220,48 @@ const (
 	maxVKBytes     = 64 << 10
 )
 
+// text decodes string member name (at most max bytes) into into. Free
+// text (a description, a note) may hold tabs and line breaks but no other
+// control or format character.
 func text(m map[string]json.RawMessage, name string, max int, into *string) (bool, error) {
 	ok, err := field(m, name, into)
 	if err == nil && len(*into) > max {
 		err = apierror.BadRequest(name, "%s must be at most %d bytes", name, max)
 	}
+	if err == nil && ok && !printable(*into, true) {
+		err = apierror.BadRequest(name, "%s must not hold control or format characters (other than tabs and line breaks)", name)
+	}
 	return ok, err
+}
+
+// label is text for a name shown in lists, logs and the ledger: printable
+// characters only (no control character, no format character such as a
+// bidi override or a zero-width space).
+func label(m map[string]json.RawMessage, name string, max int, into *string) (bool, error) {
+	ok, err := text(m, name, max, into)
+	if err == nil && ok && !printable(*into, false) {
+		err = apierror.BadRequest(name, "%s must be printable characters: no control character (NUL, newline, ESC, …) and no format character (bidi overrides, zero-width spaces, …)", name)
+	}
+	return ok, err
+}
+
+// printable reports whether s holds no character of Unicode's Cc
+// (control) or Cf (format: bidi embeddings, overrides and isolates
+// U+202A–202E and U+2066–2069, zero-width characters, …) categories and
+// is valid UTF-8; lines allows tab, CR and LF.
+func printable(s string, lines bool) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if lines && (r == '\t' || r == '\n' || r == '\r') {
+			continue
+		}
+		if unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r) {
+			return false
+		}
+	}
+	return true
 }
 
 // rawLimits keeps rate_limits / usage_limits as given (bounded), for the

@@ -1,6 +1,7 @@
 package keysapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -87,7 +88,7 @@ func orEmpty(s []string) []string {
 // keyFields decodes the members create and update share into r,
 // returning the names given.
 func (c *call) keyFields(m map[string]json.RawMessage, r *keys.APIKey) error {
-	if _, err := text(m, "name", maxName, &r.Name); err != nil {
+	if _, err := label(m, "name", maxName, &r.Name); err != nil {
 		return err
 	}
 	if _, err := text(m, "description", maxDescription, &r.Description); err != nil {
@@ -103,10 +104,6 @@ func (c *call) keyFields(m map[string]json.RawMessage, r *keys.APIKey) error {
 		for _, s := range scopes {
 			if !keys.ValidScope(s) {
 				return apierror.BadRequest("scopes", "unknown scope %s", apierror.QuoteID(s))
-			}
-			// No key grants what it does not hold itself.
-			if !c.id.Can(s) {
-				return apierror.Newf(http.StatusForbidden, apierror.TypeInvalidRequest, "this gateway API key cannot grant the scope %s, which it does not hold", s).WithCode("missing_scope")
 			}
 		}
 		r.Scopes = slices.Compact(slices.Sorted(slices.Values(scopes)))
@@ -167,7 +164,7 @@ func (c *call) defaults(raw json.RawMessage, r *keys.APIKey) error {
 		return apierror.BadRequest("defaults", "defaults must be an object of config_id, virtual_key and metadata")
 	}
 	out := keys.Defaults{}
-	res := c.app.For(&app.Identity{WorkspaceID: r.WorkspaceID})
+	res := c.app.For(&app.Identity{OrganisationID: r.OrganisationID, WorkspaceID: r.WorkspaceID})
 	if d.ConfigID != nil && *d.ConfigID != "" {
 		if _, ok := res.SavedConfig(*d.ConfigID); !ok {
 			return apierror.BadRequest("defaults.config_id", "defaults.config_id: no saved config %s in the key's workspace", apierror.QuoteID(*d.ConfigID))
@@ -194,7 +191,7 @@ func (c *call) defaults(raw json.RawMessage, r *keys.APIKey) error {
 // createAPIKey: POST /v1/api-keys/{type}/{subtype} → {id, key, object}.
 // The key is in this answer and nowhere else, ever.
 func createAPIKey(c *call) (any, error) {
-	if err := c.need("api_keys.create"); err != nil {
+	if err := c.authorize(keys.ActionCreate, &keys.Target{Kind: keys.KindAPIKey, OrganisationID: c.id.OrganisationID, WorkspaceID: c.id.WorkspaceID}); err != nil {
 		return nil, err
 	}
 	typ, sub := strings.Replace(c.r.PathValue("type"), "organization", "organisation", 1), c.r.PathValue("subtype")
@@ -215,12 +212,15 @@ func createAPIKey(c *call) (any, error) {
 	if _, err := field(m, "workspace_id", &wsName); err != nil {
 		return nil, err
 	}
-	ws, err := c.workspace(wsName)
+	t, err := c.workspaceTarget(keys.KindAPIKey, wsName)
 	if err != nil {
 		return nil, err
 	}
-	r := &keys.APIKey{Type: typ, SubType: sub, OrganisationID: c.id.OrganisationID, WorkspaceID: ws, CreatedBy: c.id.KeyID}
-	if _, err := text(m, "user_id", maxName, &r.UserID); err != nil {
+	if err := c.authorize(keys.ActionCreate, t); err != nil {
+		return nil, err
+	}
+	r := &keys.APIKey{Type: typ, SubType: sub, OrganisationID: t.OrganisationID, WorkspaceID: t.WorkspaceID, CreatedBy: c.id.KeyID}
+	if _, err := label(m, "user_id", maxName, &r.UserID); err != nil {
 		return nil, err
 	}
 	if err := c.keyFields(m, r); err != nil {
@@ -232,10 +232,14 @@ func createAPIKey(c *call) (any, error) {
 	if len(r.Scopes) == 0 {
 		return nil, apierror.BadRequest("scopes", "scopes is required: what the key may do through the management APIs (completions.write alone for a key that only calls models)")
 	}
-	for _, k := range c.app.ConfigKeys() {
-		if k.Name == r.Name {
-			return nil, readOnly("api key", r.Name)
-		}
+	// The new key: within the caller's grant, and not a Caddyfile key's
+	// name (409).
+	t.Grant = grantOf(r)
+	if c.configKeyNamed(r.Name) {
+		t.ID, t.Source = r.Name, keys.SourceConfig
+	}
+	if err := c.authorize(keys.ActionCreate, t); err != nil {
+		return nil, err
 	}
 	key, err := c.store.CreateAPIKey(c.r.Context(), r)
 	if err != nil {
@@ -252,11 +256,8 @@ func createAPIKey(c *call) (any, error) {
 // whose id starts with it; status keeps one status. The Caddyfile's keys
 // come first.
 func listAPIKeys(c *call) (any, error) {
-	if err := c.need("api_keys.list"); err != nil {
-		return nil, err
-	}
 	q := c.r.URL.Query()
-	filter, err := c.filter(q.Get("workspace_id"))
+	filter, err := c.listScope(keys.KindAPIKey, q.Get("workspace_id"))
 	if err != nil {
 		return nil, err
 	}
@@ -276,7 +277,7 @@ func listAPIKeys(c *call) (any, error) {
 	var data []*keyView
 	var fromConfig []*keyView
 	for _, k := range c.app.ConfigKeys() {
-		if c.visible(k.OrganisationID, k.WorkspaceID, filter) && sf.matches(k.KeyID, k.Name, keys.StatusActive) {
+		if c.lists(k.OrganisationID, k.WorkspaceID, k.Type, filter) && sf.matches(k.KeyID, k.Name, keys.StatusActive) {
 			fromConfig = append(fromConfig, viewConfigKey(k))
 		}
 	}
@@ -289,7 +290,7 @@ func listAPIKeys(c *call) (any, error) {
 			offset = skip - len(fromConfig)
 		}
 	}
-	sf.Keep = func(r *keys.APIKey) bool { return c.visible(r.OrganisationID, r.WorkspaceID, filter) }
+	sf.Keep = func(r *keys.APIKey) bool { return c.lists(r.OrganisationID, r.WorkspaceID, r.Type, filter) }
 	recs, total, more := c.store.SearchAPIKeys(sf.KeyFilter, after, offset, size-len(data))
 	for _, r := range recs {
 		data = append(data, viewKey(r))
@@ -334,41 +335,45 @@ func orEmptyList[T any](s []T) []T {
 	return s
 }
 
-// filter is the workspace a list is narrowed to: the one named (which
-// must be within reach), else the caller's own for a workspace key and
-// none (every workspace of the organisation) for an organisation key.
-func (c *call) filter(named string) (string, error) {
-	if named != "" {
-		return c.workspace(named)
-	}
-	if c.id.Type == keys.TypeOrganisation {
-		return "", nil
-	}
-	return c.id.WorkspaceID, nil
+// lists reports whether a list narrowed to workspace filter ("": every
+// workspace within reach) answers a key of (org, ws) of type typ.
+func (c *call) lists(org, ws, typ, filter string) bool {
+	return c.actor().Sees(org, ws, typ == keys.TypeOrganisation) && (filter == "" || ws == filter)
 }
 
-// findKey returns the API record id within reach, or the Caddyfile
-// identity, or a 404.
-func (c *call) findKey(id string) (*keys.APIKey, *app.Identity, error) {
+// configKeyNamed reports whether the Caddyfile declares a key of name.
+func (c *call) configKeyNamed(name string) bool {
 	for _, k := range c.app.ConfigKeys() {
-		if k.KeyID == id && c.id.Manages(k.OrganisationID, k.WorkspaceID) {
-			return nil, k, nil
+		if k.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// findKey returns API key id (or the Caddyfile identity of that id)
+// when the rule lets the caller do act to it, else the rule's refusal: a
+// 404 for a key out of reach, as for one that does not exist.
+func (c *call) findKey(id string, act keys.Action) (*keys.APIKey, *app.Identity, error) {
+	for _, k := range c.app.ConfigKeys() {
+		if k.KeyID == id {
+			return nil, k, c.authorize(act, configKeyTarget(k))
 		}
 	}
 	if uuid.Validate(id) == nil {
-		if r, ok := c.store.APIKey(id); ok && c.id.Manages(r.OrganisationID, r.WorkspaceID) {
-			return r, nil, nil
+		if r, ok := c.store.APIKey(id); ok {
+			return r, nil, c.authorize(act, keyTarget(r))
 		}
+	}
+	if err := c.authorize(act, &keys.Target{Kind: keys.KindAPIKey, ID: id, OrganisationID: c.id.OrganisationID, WorkspaceID: c.id.WorkspaceID}); err != nil {
+		return nil, nil, err
 	}
 	return nil, nil, notFound("api key", id)
 }
 
 // getAPIKey: GET /v1/api-keys/{id}.
 func getAPIKey(c *call) (any, error) {
-	if err := c.need("api_keys.read"); err != nil {
-		return nil, err
-	}
-	r, cfg, err := c.findKey(c.r.PathValue("id"))
+	r, cfg, err := c.findKey(c.r.PathValue("id"), keys.ActionRead)
 	if err != nil {
 		return nil, err
 	}
@@ -378,27 +383,32 @@ func getAPIKey(c *call) (any, error) {
 	return viewKey(r), nil
 }
 
-// writable returns the API record id, or the 404/409 that forbids the
-// write.
-func (c *call) writable(id string) (*keys.APIKey, error) {
-	r, cfg, err := c.findKey(id)
-	if err != nil {
-		return nil, err
+// changedFields names the members of a key record an update changed.
+func changedFields(a, b *keys.APIKey) []string {
+	var out []string
+	for _, f := range []struct {
+		name string
+		same bool
+	}{
+		{"name", a.Name == b.Name},
+		{"scopes", slices.Equal(a.Scopes, b.Scopes)},
+		{"allowed_models", slices.Equal(a.AllowedModels, b.AllowedModels)},
+		{"usage_limits", bytes.Equal(a.UsageLimits, b.UsageLimits)},
+		{"rate_limits", bytes.Equal(a.RateLimits, b.RateLimits)},
+		{"expires_at", a.ExpiresAt == nil && b.ExpiresAt == nil || a.ExpiresAt != nil && b.ExpiresAt != nil && a.ExpiresAt.Equal(*b.ExpiresAt)},
+	} {
+		if !f.same {
+			out = append(out, f.name)
+		}
 	}
-	if cfg != nil {
-		return nil, readOnly("api key", cfg.Name)
-	}
-	return r, nil
+	return out
 }
 
 // updateAPIKey: PUT /v1/api-keys/{id} with any of name, description,
 // scopes, rate_limits, usage_limits, defaults, allowed_models, expires_at
 // and status (active or disabled) → the key.
 func updateAPIKey(c *call) (any, error) {
-	if err := c.need("api_keys.update"); err != nil {
-		return nil, err
-	}
-	cur, err := c.writable(c.r.PathValue("id"))
+	cur, _, err := c.findKey(c.r.PathValue("id"), keys.ActionUpdate)
 	if err != nil {
 		return nil, err
 	}
@@ -420,11 +430,24 @@ func updateAPIKey(c *call) (any, error) {
 		if r.Status == keys.StatusRevoked {
 			return apierror.New(http.StatusConflict, apierror.TypeInvalidRequest, "the key is revoked; create a new one").WithCode("api_key_revoked")
 		}
+		before := *r
 		if err := c.keyFields(m, r); err != nil {
 			return err
 		}
 		if strings.TrimSpace(r.Name) == "" {
 			return apierror.BadRequest("name", "name must not be empty")
+		}
+		// The stored record, as it is and as it would be: within the
+		// caller's reach and grant, not a change of the caller's own
+		// limits, not a Caddyfile key's name.
+		t := keyTarget(&before)
+		t.Next, t.Changed = grantOf(r), changedFields(&before, r)
+		if r.Name != before.Name && c.configKeyNamed(r.Name) {
+			t.Source = keys.SourceConfig
+			t.ID = r.Name
+		}
+		if err := c.authorize(keys.ActionUpdate, t); err != nil {
+			return err
 		}
 		if status != "" {
 			r.Status = status
@@ -442,10 +465,7 @@ func updateAPIKey(c *call) (any, error) {
 // deleteAPIKey: DELETE /v1/api-keys/{id} revokes the key at once on every
 // instance; the record stays, so its holder is told it was revoked.
 func deleteAPIKey(c *call) (any, error) {
-	if err := c.need("api_keys.delete"); err != nil {
-		return nil, err
-	}
-	cur, err := c.writable(c.r.PathValue("id"))
+	cur, _, err := c.findKey(c.r.PathValue("id"), keys.ActionDelete)
 	if err != nil {
 		return nil, err
 	}
@@ -462,10 +482,7 @@ func deleteAPIKey(c *call) (any, error) {
 // the transition period (default one hour). A retry with the same
 // Idempotency-Key header answers the same new key and rotates nothing.
 func rotateAPIKey(c *call) (any, error) {
-	if err := c.need("api_keys.update"); err != nil {
-		return nil, err
-	}
-	cur, err := c.writable(c.r.PathValue("id"))
+	cur, _, err := c.findKey(c.r.PathValue("id"), keys.ActionRotate)
 	if err != nil {
 		return nil, err
 	}

@@ -9,10 +9,7 @@ import (
 // last id of the previous page. An entry names the acting key by id and
 // the changed fields by name; no value is ever in it.
 func listAuditLogs(c *call) (any, error) {
-	if err := c.need("audit_logs.list"); err != nil {
-		return nil, err
-	}
-	filter, err := c.filter(c.r.URL.Query().Get("workspace_id"))
+	filter, err := c.listScope(keys.KindAuditLog, c.r.URL.Query().Get("workspace_id"))
 	if err != nil {
 		return nil, err
 	}

@@ -34,29 +34,43 @@ type configView struct {
 	Object         string          `json:"object"`
 }
 
+// viewConfig shows an API config; full adds its latest version, with
+// every credential redacted (keys.RedactConfig).
 func viewConfig(r *keys.Config, full bool) *configView {
 	v := &configView{ID: r.ID, Name: r.Name, Slug: r.Slug, WorkspaceID: r.WorkspaceID, OrganisationID: r.OrganisationID,
 		IsDefault: r.IsDefault, Status: r.Status, CreatedAt: &r.CreatedAt, LastUpdatedAt: &r.UpdatedAt,
 		Versions: len(r.Versions), Source: keys.SourceAPI, Object: "config"}
 	if full {
 		if l := r.Latest(); l != nil {
-			v.Config, v.VersionID = l.Config, l.VersionID
+			v.Config, v.VersionID = redacted(l.Config), l.VersionID
 		}
 		v.Format, v.Type = "json", "ROUTING_CONFIG"
 	}
 	return v
 }
 
+// viewConfigConfig shows a Caddyfile config, its credentials redacted.
 func viewConfigConfig(id string, body []byte, full bool) *configView {
 	v := &configView{ID: id, Name: id, Slug: id, Status: keys.StatusActive, Source: keys.SourceConfig, Object: "config"}
 	if full {
-		v.Config, v.Format, v.Type = json.RawMessage(body), "json", "ROUTING_CONFIG"
+		v.Config, v.Format, v.Type = redacted(body), "json", "ROUTING_CONFIG"
 	}
 	return v
 }
 
+// redacted is a config as answered: every credential replaced by "****".
+// A config that does not read (it was checked when saved, so this is not
+// expected) is left out rather than answered whole.
+func redacted(body []byte) json.RawMessage {
+	out, err := keys.RedactConfig(body)
+	if err != nil {
+		return nil
+	}
+	return out
+}
+
 // configBody reads and validates the config member for workspace ws.
-func (c *call) configBody(m map[string]json.RawMessage, ws string) (json.RawMessage, error) {
+func (c *call) configBody(m map[string]json.RawMessage, org, ws string) (json.RawMessage, error) {
 	raw, ok := m["config"]
 	if !ok || string(raw) == "null" {
 		return nil, nil
@@ -77,7 +91,7 @@ func (c *call) configBody(m map[string]json.RawMessage, ws string) (json.RawMess
 	if err := json.Compact(&compact, raw); err != nil {
 		return nil, apierror.BadRequest("config", "config must be a JSON object")
 	}
-	if err := c.app.CheckConfig(compact.Bytes(), ws); err != nil {
+	if err := c.app.CheckConfig(compact.Bytes(), org, ws); err != nil {
 		return nil, apierror.BadRequest("config", "invalid config: %v", err)
 	}
 	return compact.Bytes(), nil
@@ -87,7 +101,7 @@ func (c *call) configBody(m map[string]json.RawMessage, ws string) (json.RawMess
 // → {id, version_id, slug, object}. The config is checked like the
 // x-gateway-config header and a Caddyfile config.
 func createConfig(c *call) (any, error) {
-	if err := c.need("configs.create"); err != nil {
+	if err := c.authorize(keys.ActionCreate, &keys.Target{Kind: keys.KindConfig, OrganisationID: c.id.OrganisationID, WorkspaceID: c.id.WorkspaceID}); err != nil {
 		return nil, err
 	}
 	m, err := object(c.body)
@@ -98,12 +112,16 @@ func createConfig(c *call) (any, error) {
 	if _, err := field(m, "workspace_id", &wsName); err != nil {
 		return nil, err
 	}
-	ws, err := c.workspace(wsName)
+	t, err := c.workspaceTarget(keys.KindConfig, wsName)
 	if err != nil {
 		return nil, err
 	}
-	r := &keys.Config{OrganisationID: c.id.OrganisationID, WorkspaceID: ws}
-	if _, err := text(m, "name", maxName, &r.Name); err != nil {
+	if err := c.authorize(keys.ActionCreate, t); err != nil {
+		return nil, err
+	}
+	ws := t.WorkspaceID
+	r := &keys.Config{OrganisationID: t.OrganisationID, WorkspaceID: ws}
+	if _, err := label(m, "name", maxName, &r.Name); err != nil {
 		return nil, err
 	}
 	if strings.TrimSpace(r.Name) == "" {
@@ -112,7 +130,7 @@ func createConfig(c *call) (any, error) {
 	if _, err := field(m, "isDefault", &r.IsDefault); err != nil {
 		return nil, err
 	}
-	body, err := c.configBody(m, ws)
+	body, err := c.configBody(m, r.OrganisationID, ws)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +148,7 @@ func createConfig(c *call) (any, error) {
 		return nil, apierror.BadRequest("slug", "slug must be 1 to %d letters, digits, '-', '_' or '.'", maxSlug)
 	}
 	if _, ok := c.app.ConfigConfigs()[r.Slug]; ok {
-		return nil, readOnly("config", r.Slug)
+		return nil, c.authorize(keys.ActionCreate, sharedTarget(keys.KindConfig, r.Slug))
 	}
 	if !explicit {
 		if _, taken := c.store.ConfigRecord(ws, r.Slug); taken {
@@ -147,10 +165,7 @@ func createConfig(c *call) (any, error) {
 // listConfigs: GET /v1/configs[?workspace_id=] → the Caddyfile's configs
 // and the API's within reach.
 func listConfigs(c *call) (any, error) {
-	if err := c.need("configs.list"); err != nil {
-		return nil, err
-	}
-	filter, err := c.filter(c.r.URL.Query().Get("workspace_id"))
+	filter, err := c.listScope(keys.KindConfig, c.r.URL.Query().Get("workspace_id"))
 	if err != nil {
 		return nil, err
 	}
@@ -164,39 +179,42 @@ func listConfigs(c *call) (any, error) {
 	for _, id := range ids {
 		data = append(data, viewConfigConfig(id, cfgs[id], false))
 	}
-	for _, r := range c.store.Configs(func(r *keys.Config) bool { return c.visible(r.OrganisationID, r.WorkspaceID, filter) }) {
+	for _, r := range c.store.Configs(func(r *keys.Config) bool { return c.lists(r.OrganisationID, r.WorkspaceID, "", filter) }) {
 		data = append(data, viewConfig(r, false))
 	}
 	return list[*configView]{Object: "list", Total: len(data), Data: data}, nil
 }
 
-// findConfig returns the caller's workspace's config slug (or id), or the
-// Caddyfile's (body set), or a 404.
-func (c *call) findConfig(slug string) (*keys.Config, []byte, error) {
+// findConfig returns the Caddyfile's config slug (body set), else that of
+// the caller's workspace by slug (or by id), when the rule lets the caller
+// do act to it; else the rule's refusal or a 404.
+func (c *call) findConfig(slug string, act keys.Action) (*keys.Config, []byte, error) {
 	if b, ok := c.app.ConfigConfigs()[slug]; ok {
-		return nil, b, nil
+		return nil, b, c.authorize(act, sharedTarget(keys.KindConfig, slug))
 	}
-	ws, err := c.workspace(c.r.URL.Query().Get("workspace_id"))
+	ws, err := c.namedWorkspace(keys.KindConfig, act)
 	if err != nil {
 		return nil, nil, err
 	}
-	if r, ok := c.store.ConfigRecord(ws, slug); ok {
-		return r, nil, nil
+	r, ok := c.store.ConfigRecord(ws, slug)
+	if !ok {
+		// The node SDK's configs.delete names the config by id.
+		r, ok = c.store.ConfigByID(slug)
 	}
-	// The node SDK's configs.delete names the config by id.
-	if r, ok := c.store.ConfigByID(slug); ok && c.id.Manages(r.OrganisationID, r.WorkspaceID) {
-		return r, nil, nil
+	if ok {
+		return r, nil, c.authorize(act, &keys.Target{Kind: keys.KindConfig, ID: slug,
+			OrganisationID: r.OrganisationID, WorkspaceID: r.WorkspaceID, Source: keys.SourceAPI})
+	}
+	if err := c.authorize(act, &keys.Target{Kind: keys.KindConfig, ID: slug, OrganisationID: c.id.OrganisationID, WorkspaceID: ws}); err != nil {
+		return nil, nil, err
 	}
 	return nil, nil, notFound("config", slug)
 }
 
 // getConfig: GET /v1/configs/{slug}.
 func getConfig(c *call) (any, error) {
-	if err := c.need("configs.read"); err != nil {
-		return nil, err
-	}
 	slug := c.r.PathValue("slug")
-	r, b, err := c.findConfig(slug)
+	r, b, err := c.findConfig(slug, keys.ActionRead)
 	if err != nil {
 		return nil, err
 	}
@@ -206,25 +224,11 @@ func getConfig(c *call) (any, error) {
 	return viewConfig(r, true), nil
 }
 
-func (c *call) writableConfig(slug string) (*keys.Config, error) {
-	r, _, err := c.findConfig(slug)
-	if err != nil {
-		return nil, err
-	}
-	if r == nil {
-		return nil, readOnly("config", slug)
-	}
-	return r, nil
-}
-
 // updateConfig: PUT /v1/configs/{slug} {name, config, status} →
 // {version_id, object}. A config makes a new version; the previous ones
 // are kept (GET /v1/configs/{slug}/versions).
 func updateConfig(c *call) (any, error) {
-	if err := c.need("configs.update"); err != nil {
-		return nil, err
-	}
-	cur, err := c.writableConfig(c.r.PathValue("slug"))
+	cur, _, err := c.findConfig(c.r.PathValue("slug"), keys.ActionUpdate)
 	if err != nil {
 		return nil, err
 	}
@@ -232,12 +236,12 @@ func updateConfig(c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	body, err := c.configBody(m, cur.WorkspaceID)
+	body, err := c.configBody(m, cur.OrganisationID, cur.WorkspaceID)
 	if err != nil {
 		return nil, err
 	}
 	r, err := c.store.UpdateConfig(c.r.Context(), cur.ID, body, func(r *keys.Config) error {
-		if _, err := text(m, "name", maxName, &r.Name); err != nil {
+		if _, err := label(m, "name", maxName, &r.Name); err != nil {
 			return err
 		}
 		var status string
@@ -262,10 +266,7 @@ func updateConfig(c *call) (any, error) {
 
 // deleteConfig: DELETE /v1/configs/{slug} → {}.
 func deleteConfig(c *call) (any, error) {
-	if err := c.need("configs.delete"); err != nil {
-		return nil, err
-	}
-	cur, err := c.writableConfig(c.r.PathValue("slug"))
+	cur, _, err := c.findConfig(c.r.PathValue("slug"), keys.ActionDelete)
 	if err != nil {
 		return nil, err
 	}
@@ -279,12 +280,19 @@ func deleteConfig(c *call) (any, error) {
 // listConfigVersions: GET /v1/configs/{slug}/versions → every kept
 // version, oldest first.
 func listConfigVersions(c *call) (any, error) {
-	if err := c.need("configs.read"); err != nil {
-		return nil, err
-	}
-	r, err := c.writableConfig(c.r.PathValue("slug"))
+	slug := c.r.PathValue("slug")
+	r, _, err := c.findConfig(slug, keys.ActionRead)
 	if err != nil {
 		return nil, err
 	}
-	return list[keys.ConfigVersion]{Object: "list", Total: len(r.Versions), Data: r.Versions}, nil
+	if r == nil {
+		// A Caddyfile config has one version, the Caddyfile's.
+		return nil, readOnly("config", slug)
+	}
+	out := make([]keys.ConfigVersion, len(r.Versions))
+	for i, v := range r.Versions {
+		v.Config = redacted(v.Config)
+		out[i] = v
+	}
+	return list[keys.ConfigVersion]{Object: "list", Total: len(out), Data: out}, nil
 }

@@ -119,7 +119,7 @@ func settings(m map[string]json.RawMessage, s *providers.Settings) error {
 
 // vkFields decodes the non-settings members create and update share.
 func vkFields(m map[string]json.RawMessage, r *keys.VirtualKey) error {
-	if _, err := text(m, "name", maxName, &r.Name); err != nil {
+	if _, err := label(m, "name", maxName, &r.Name); err != nil {
 		return err
 	}
 	if _, err := text(m, "note", maxDescription, &r.Note); err != nil {
@@ -157,7 +157,7 @@ func vkFields(m map[string]json.RawMessage, r *keys.VirtualKey) error {
 // createVirtualKey: POST /v1/virtual-keys {name, provider, key, note, …}
 // → {id, slug, object}. The slug is the body's, else made from the name.
 func createVirtualKey(c *call) (any, error) {
-	if err := c.need("virtual_keys.create"); err != nil {
+	if err := c.authorize(keys.ActionCreate, &keys.Target{Kind: keys.KindVirtualKey, OrganisationID: c.id.OrganisationID, WorkspaceID: c.id.WorkspaceID}); err != nil {
 		return nil, err
 	}
 	m, err := object(c.body)
@@ -168,11 +168,15 @@ func createVirtualKey(c *call) (any, error) {
 	if _, err := field(m, "workspace_id", &wsName); err != nil {
 		return nil, err
 	}
-	ws, err := c.workspace(wsName)
+	t, err := c.workspaceTarget(keys.KindVirtualKey, wsName)
 	if err != nil {
 		return nil, err
 	}
-	r := &keys.VirtualKey{OrganisationID: c.id.OrganisationID, WorkspaceID: ws}
+	if err := c.authorize(keys.ActionCreate, t); err != nil {
+		return nil, err
+	}
+	ws := t.WorkspaceID
+	r := &keys.VirtualKey{OrganisationID: t.OrganisationID, WorkspaceID: ws}
 	if err := vkFields(m, r); err != nil {
 		return nil, err
 	}
@@ -194,7 +198,7 @@ func createVirtualKey(c *call) (any, error) {
 		return nil, apierror.BadRequest("slug", "slug must be 1 to %d letters, digits, '-', '_' or '.'", maxSlug)
 	}
 	if _, ok := c.app.ConfigVirtualKey(r.Slug); ok {
-		return nil, readOnly("virtual key", r.Slug)
+		return nil, c.authorize(keys.ActionCreate, sharedTarget(keys.KindVirtualKey, r.Slug))
 	}
 	if !explicit {
 		if _, taken := c.store.VirtualKeyRecord(ws, r.Slug); taken {
@@ -226,11 +230,8 @@ func sortedNames(m map[string]json.RawMessage) []string {
 // within reach; search keeps those whose name or slug contains it,
 // ignoring case, or whose id starts with it.
 func listVirtualKeys(c *call) (any, error) {
-	if err := c.need("virtual_keys.list"); err != nil {
-		return nil, err
-	}
 	q := c.r.URL.Query()
-	filter, err := c.filter(q.Get("workspace_id"))
+	filter, err := c.listScope(keys.KindVirtualKey, q.Get("workspace_id"))
 	if err != nil {
 		return nil, err
 	}
@@ -248,37 +249,39 @@ func listVirtualKeys(c *call) (any, error) {
 		}
 	}
 	for _, r := range c.store.VirtualKeys(func(r *keys.VirtualKey) bool {
-		return c.visible(r.OrganisationID, r.WorkspaceID, filter) && (sf.matches(r.ID, r.Name, r.Status) || sf.matches(r.ID, r.Slug, r.Status))
+		return c.lists(r.OrganisationID, r.WorkspaceID, "", filter) && (sf.matches(r.ID, r.Name, r.Status) || sf.matches(r.ID, r.Slug, r.Status))
 	}) {
 		data = append(data, viewVK(r))
 	}
 	return list[*vkView]{Object: "list", Total: len(data), Data: data}, nil
 }
 
-// findVK returns the caller's workspace's virtual key slug (an
-// organisation key names another workspace with ?workspace_id=), or the
-// Caddyfile's of that name (cfg set), or a 404.
-func (c *call) findVK(slug string) (r *keys.VirtualKey, cfg *providers.Settings, err error) {
+// findVK returns the Caddyfile's virtual key slug (cfg set), else that
+// of the caller's workspace (an organisation key names another with
+// ?workspace_id=), when the rule lets the caller do act to it; else the
+// rule's refusal or a 404.
+func (c *call) findVK(slug string, act keys.Action) (r *keys.VirtualKey, cfg *providers.Settings, err error) {
 	if s, ok := c.app.ConfigVirtualKey(slug); ok {
-		return nil, s, nil
+		return nil, s, c.authorize(act, sharedTarget(keys.KindVirtualKey, slug))
 	}
-	ws, err := c.workspace(c.r.URL.Query().Get("workspace_id"))
+	ws, err := c.namedWorkspace(keys.KindVirtualKey, act)
 	if err != nil {
 		return nil, nil, err
 	}
 	if r, ok := c.store.VirtualKeyRecord(ws, slug); ok {
-		return r, nil, nil
+		return r, nil, c.authorize(act, &keys.Target{Kind: keys.KindVirtualKey, ID: r.Slug,
+			OrganisationID: r.OrganisationID, WorkspaceID: r.WorkspaceID, Source: keys.SourceAPI})
+	}
+	if err := c.authorize(act, &keys.Target{Kind: keys.KindVirtualKey, ID: slug, OrganisationID: c.id.OrganisationID, WorkspaceID: ws}); err != nil {
+		return nil, nil, err
 	}
 	return nil, nil, notFound("virtual key", slug)
 }
 
 // getVirtualKey: GET /v1/virtual-keys/{slug}.
 func getVirtualKey(c *call) (any, error) {
-	if err := c.need("virtual_keys.read"); err != nil {
-		return nil, err
-	}
 	slug := c.r.PathValue("slug")
-	r, cfg, err := c.findVK(slug)
+	r, cfg, err := c.findVK(slug, keys.ActionRead)
 	if err != nil {
 		return nil, err
 	}
@@ -288,23 +291,9 @@ func getVirtualKey(c *call) (any, error) {
 	return viewVK(r), nil
 }
 
-func (c *call) writableVK(slug string) (*keys.VirtualKey, error) {
-	r, cfg, err := c.findVK(slug)
-	if err != nil {
-		return nil, err
-	}
-	if cfg != nil {
-		return nil, readOnly("virtual key", slug)
-	}
-	return r, nil
-}
-
 // updateVirtualKey: PUT /v1/virtual-keys/{slug} → {id, slug, object}.
 func updateVirtualKey(c *call) (any, error) {
-	if err := c.need("virtual_keys.update"); err != nil {
-		return nil, err
-	}
-	cur, err := c.writableVK(c.r.PathValue("slug"))
+	cur, _, err := c.findVK(c.r.PathValue("slug"), keys.ActionUpdate)
 	if err != nil {
 		return nil, err
 	}
@@ -330,10 +319,7 @@ func updateVirtualKey(c *call) (any, error) {
 
 // deleteVirtualKey: DELETE /v1/virtual-keys/{slug} → {}.
 func deleteVirtualKey(c *call) (any, error) {
-	if err := c.need("virtual_keys.delete"); err != nil {
-		return nil, err
-	}
-	cur, err := c.writableVK(c.r.PathValue("slug"))
+	cur, _, err := c.findVK(c.r.PathValue("slug"), keys.ActionDelete)
 	if err != nil {
 		return nil, err
 	}
@@ -348,10 +334,7 @@ func deleteVirtualKey(c *call) (any, error) {
 // the provider key (every instance uses the new one from its next change
 // notice). A retry with the same Idempotency-Key changes nothing again.
 func rotateVirtualKey(c *call) (any, error) {
-	if err := c.need("virtual_keys.update"); err != nil {
-		return nil, err
-	}
-	cur, err := c.writableVK(c.r.PathValue("slug"))
+	cur, _, err := c.findVK(c.r.PathValue("slug"), keys.ActionRotate)
 	if err != nil {
 		return nil, err
 	}
