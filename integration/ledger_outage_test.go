@@ -7,11 +7,13 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -147,7 +149,7 @@ func TestLedgerStartsWithoutDatabase(t *testing.T) {
 	o.waitForRecords(t, n, 30*time.Second)
 }
 
-// TestLedgerSurvivesDatabaseOutage cuts the ledger's PostgreSQL for 10 s
+// TestLedgerSurvivesDatabaseOutage cuts the ledger's PostgreSQL for 60 s
 // (LEDGER_OUTAGE_SECONDS to change it) while requests keep arriving at a
 // modest rate: every request is answered 200, and once the database is
 // back the ledger holds exactly one record per request served.
@@ -155,7 +157,7 @@ func TestLedgerSurvivesDatabaseOutage(t *testing.T) {
 	o := newOutageLedger(t)
 	up := newFakeOpenAI(t)
 	loadFresh(t, site{LLM: fmt.Sprintf("ledger %q", o.dsn)})
-	outage := 10 * time.Second
+	outage := 60 * time.Second
 	if v, err := strconv.Atoi(os.Getenv("LEDGER_OUTAGE_SECONDS")); err == nil && v > 0 {
 		outage = time.Duration(v) * time.Second
 	}
@@ -205,11 +207,66 @@ func TestLedgerSurvivesDatabaseOutage(t *testing.T) {
 		t.Fatalf("%d requests failed during the ledger outage (first: %v)", f, firstErr.Load())
 	}
 	t.Logf("%d requests served, %d during a %v outage; %v records in the spool at its end", served.Load(), duringOutage, outage, spooled)
+	o.waitForRecords(t, int(served.Load()), 60*time.Second)
 	if duringOutage == 0 || spooled == 0 {
 		t.Fatalf("served %d requests and spooled %v records during the outage: the test did not exercise the spool", duringOutage, spooled)
 	}
-	o.waitForRecords(t, int(served.Load()), 60*time.Second)
 	if v := metricValue(t, "llm_ledger_records_dropped_total") - dropped; v != 0 {
 		t.Errorf("llm_ledger_records_dropped_total rose by %v", v)
 	}
+}
+
+// TestLedgerSpoolSurvivesRestart runs the gateway binary with its ledger
+// database unreachable, stops it (SIGTERM) and starts it again on the same
+// data directory, still without the database: it starts both times,
+// answers 200, keeps the first run's records in its spool (0600 files),
+// and once the database is reachable writes both runs' records, each
+// once.
+func TestLedgerSpoolSurvivesRestart(t *testing.T) {
+	o := newOutageLedger(t)
+	up := newFakeOpenAI(t)
+	bin := buildGateway(t)
+	o.px.cut()
+	dir := t.TempDir()
+	port := freePort()
+	s := rlSite{NoLimiter: true, Redis: fmt.Sprintf("ledger %q", o.dsn), Storage: filepath.Join(dir, "storage"),
+		HTTPPort: port, AdminPort: freePort(), Log: filepath.Join(dir, "gw.log")}
+	base := fmt.Sprintf("http://127.0.0.1:%d/v1", port)
+	send := func(run string, n int) {
+		t.Helper()
+		for i := 0; i < n; i++ {
+			resp, raw, err := tryDo(base, "POST", "/chat/completions", []byte(`{"model":"gpt-4o-mini","messages":[]}`),
+				"x-gateway-api-key", gatewayKey, "x-gateway-provider", "openai", "x-gateway-custom-host", up.URL,
+				"Authorization", "Bearer sk-test-provider", "x-gateway-trace-id", fmt.Sprintf("%s-%d", run, i))
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("%s request %d with the ledger database away: %v %s", run, i, err, raw)
+			}
+		}
+	}
+	p := startGateway(t, bin, dir, s.caddyfile(), port)
+	send("first", 30)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the gateway did not stop:\n%s", p.out.String())
+	}
+	segs, _ := filepath.Glob(filepath.Join(dir, "data", "caddy", "ledger-spool", "*", "*.seg"))
+	if len(segs) == 0 {
+		t.Fatalf("no spool segment left after the stop:\n%s", p.out.String())
+	}
+	for _, seg := range segs {
+		if fi, err := os.Stat(seg); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("spool segment %s: %v %v, want -rw-------", filepath.Base(seg), fi.Mode(), err)
+		}
+	}
+	if got, _ := o.counts(); got != 0 {
+		t.Fatalf("the ledger holds %d records while its database is away", got)
+	}
+	startGateway(t, bin, dir, s.caddyfile(), port)
+	send("second", 30)
+	o.px.down.Store(false)
+	o.waitForRecords(t, 60, 60*time.Second)
 }

@@ -339,8 +339,10 @@ func (l *Ledger) write(buf []Record) []Record {
 func (l *Ledger) dropFailed(n int, err error) {
 	writeErrors.Inc()
 	recordsDropped.Add(float64(n))
-	l.logger.Error("writing usage ledger records failed; the batch is dropped",
-		zap.Int("records", n), zap.Error(err))
+	if rateOK(&l.lastDrop, time.Now().UnixNano(), dropLogEvery) {
+		l.logger.Error("writing usage ledger records failed; the batch is dropped (see llm_ledger_records_dropped_total)",
+			zap.Int("records", n), zap.Error(err))
+	}
 }
 
 // writeSpooling is write with a spool: the store directly while the
