@@ -165,13 +165,23 @@ func runReadmeGo(t *testing.T, src string) {
 	root := moduleRoot()
 	dir := t.TempDir()
 	goVersion := "1.26"
+	// This module's requirements, every one at the version this module
+	// selects: with them listed, the example's module graph is pruned as
+	// this module's is, so the go command needs only the go.mod files this
+	// module's build already put in the module cache, not those of older
+	// versions a dependency names (a fresh cache holds only what a build
+	// of this module fetched).
+	var requires string
 	if b, err := os.ReadFile(filepath.Join(root, "go.mod")); err == nil {
 		if m := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(b); m != nil {
 			goVersion = string(m[1])
 		}
+		for _, m := range regexp.MustCompile(`(?ms)^require \((.*?)^\)`).FindAllSubmatch(b, -1) {
+			requires += "require (" + string(m[1]) + ")\n\n"
+		}
 	}
 	mod := "module readmeexample\n\ngo " + goVersion + "\n\n" +
-		"require github.com/caddy-llm-gateway/caddy-llm-gateway v0.0.0\n\n" +
+		"require github.com/caddy-llm-gateway/caddy-llm-gateway v0.0.0\n\n" + requires +
 		"replace github.com/caddy-llm-gateway/caddy-llm-gateway => " + root + "\n"
 	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
 	if err != nil {

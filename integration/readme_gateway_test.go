@@ -195,3 +195,49 @@ func TestReadmeExampleKeepsSecretsOutOfAdminAPI(t *testing.T) {
 	}
 	check("after reload")
 }
+
+// TestReadmeExampleHasTheLedger: the quick start's gateway keeps the usage
+// ledger (embedded, in Caddy's data directory), so the console's first
+// pages, Overview and Logs, work from the first run: after one chat the
+// logs API answers 200 with that request's record, not 404
+// ledger_not_configured, and the SQLite file is in the data directory.
+func TestReadmeExampleHasTheLedger(t *testing.T) {
+	g := startExampleGateway(t)
+	if code := g.chat(t); code != http.StatusOK {
+		t.Fatalf("chat: %d\n%s", code, g.out.String())
+	}
+	var body string
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/v1/logs", g.port), nil)
+		req.Header.Set("x-gateway-api-key", "dev-key")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(b)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /v1/logs on the quick start: %d %s", resp.StatusCode, body)
+		}
+		// The writer flushes off the request path: poll for the record.
+		if strings.Contains(body, "gpt-4o-mini") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !strings.Contains(body, "gpt-4o-mini") {
+		t.Fatalf("the quick start's ledger has no record of the chat: %s", body)
+	}
+	found := false
+	_ = filepath.WalkDir(filepath.Join(g.dir, "data"), func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".db") {
+			found = true
+		}
+		return nil
+	})
+	if !found {
+		t.Fatalf("no SQLite ledger file under the data directory %s", filepath.Join(g.dir, "data"))
+	}
+}
