@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/kvstore"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/logthrottle"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
@@ -72,6 +73,10 @@ type Store struct {
 
 	stop chan struct{}
 	done chan struct{}
+	// downLog and pollLog hold back the sync loop's repeated warnings
+	// while the record store stays away: one line per logEvery with the
+	// count held back, not one per poll tick.
+	downLog, pollLog logthrottle.Throttle
 }
 
 // index is every record in memory. Records in it are never modified: a

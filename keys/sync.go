@@ -169,13 +169,22 @@ func (s *Store) onMessage(payload string) {
 	}
 }
 
+// logEvery is the least interval between two of the sync loop's
+// warnings about one condition: with a poll every second, a store away
+// for an hour is 360 lines, not 3,600.
+const logEvery = 10 * time.Second
+
 func (s *Store) retryInit() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := s.Init(ctx); err != nil {
-		s.opts.Logger.Warn("keys: the record store is still unavailable; API keys are refused until it answers", zap.Error(err))
+		if ok, held := s.downLog.Allow(time.Now(), logEvery); ok {
+			s.opts.Logger.Warn("keys: the record store is still unavailable; API keys are refused until it answers",
+				zap.Error(err), zap.Int64("suppressed_since_last", held))
+		}
 		return
 	}
+	s.downLog.Reset()
 	s.opts.Logger.Info("keys: the record store is available")
 }
 
@@ -184,9 +193,12 @@ func (s *Store) poll() {
 	defer cancel()
 	n, err := s.readVersion(ctx)
 	if err != nil {
-		s.opts.Logger.Warn("keys: reading the change counter failed", zap.Error(err))
+		if ok, held := s.pollLog.Allow(time.Now(), logEvery); ok {
+			s.opts.Logger.Warn("keys: reading the change counter failed", zap.Error(err), zap.Int64("suppressed_since_last", held))
+		}
 		return
 	}
+	s.pollLog.Reset()
 	if n != s.applied.Load() {
 		s.reloadAll()
 	}

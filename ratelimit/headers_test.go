@@ -137,23 +137,6 @@ func TestRejectMessage(t *testing.T) {
 	}
 }
 
-func TestThrottle(t *testing.T) {
-	var th throttle
-	now := time.Unix(1000, 0)
-	if ok, _ := th.allow(now, time.Second); !ok {
-		t.Fatal("first event suppressed")
-	}
-	for i := 0; i < 3; i++ {
-		if ok, _ := th.allow(now.Add(time.Duration(i)*100*time.Millisecond), time.Second); ok {
-			t.Fatal("event within the interval logged")
-		}
-	}
-	ok, suppressed := th.allow(now.Add(time.Second), time.Second)
-	if !ok || suppressed != 3 {
-		t.Fatalf("after the interval: %v, suppressed %d", ok, suppressed)
-	}
-}
-
 func TestOutage(t *testing.T) {
 	var o outage
 	if o.failFast() {

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/logthrottle"
 )
 
 // logEvery is the minimum interval between two failure log lines.
@@ -22,7 +24,7 @@ type state struct {
 	// failLog lets limiter and store failures be logged at most once per
 	// logEvery, with the count of those suppressed meanwhile, so a Redis
 	// outage does not flood the log with one line per request.
-	failLog throttle
+	failLog logthrottle.Throttle
 	// down and storeDown remember a failing limiter or store, so that
 	// during an outage requests get the fail mode at once instead of each
 	// waiting for the Redis client's dial retries. They are separate
@@ -32,23 +34,6 @@ type state struct {
 	// storeLoaded is set once the policy store answered: from then on it
 	// serves its cached set even while its backend is down.
 	storeLoaded atomic.Bool
-}
-
-// throttle lets one event through per interval and counts the others.
-type throttle struct {
-	next       atomic.Int64
-	suppressed atomic.Int64
-}
-
-// allow reports whether an event at now may be logged, and how many were
-// suppressed since the last one that was.
-func (t *throttle) allow(now time.Time, every time.Duration) (bool, int64) {
-	n := t.next.Load()
-	if now.UnixNano() < n || !t.next.CompareAndSwap(n, now.Add(every).UnixNano()) {
-		t.suppressed.Add(1)
-		return false, 0
-	}
-	return true, t.suppressed.Swap(0)
 }
 
 // outage is a minimal circuit breaker for the limiter's backend: open for
@@ -92,7 +77,7 @@ func (h *Handler) logFailure(msg string, err error) {
 	if h.logger == nil {
 		return
 	}
-	ok, suppressed := h.st.failLog.allow(time.Now(), logEvery)
+	ok, suppressed := h.st.failLog.Allow(time.Now(), logEvery)
 	if !ok {
 		return
 	}
