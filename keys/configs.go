@@ -162,6 +162,17 @@ func (s *Store) UpdateConfig(ctx context.Context, id string, body json.RawMessag
 		return nil, err
 	}
 	now := s.now()
+	if s.opts.Sealer != nil {
+		// Versions stored before configs' credentials were sealed are
+		// sealed by the next write.
+		for i := range r.Versions {
+			if v := &r.Versions[i]; r.Sealed[v.VersionID] == nil {
+				if err := s.sealVersion(r, v, v.Config); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
 	if body != nil {
 		v := ConfigVersion{VersionID: NewID(), CreatedAt: now}
 		if err := s.sealVersion(r, &v, body); err != nil {

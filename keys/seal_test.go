@@ -191,3 +191,28 @@ func TestRedactConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigStoredInClearIsSealedByNextWrite: a config version stored
+// with its provider key in clear (before configs were sealed) is sealed
+// by the next write of the config, and still routes with its key.
+func TestConfigStoredInClearIsSealedByNextWrite(t *testing.T) {
+	kv, dir := fileKV(t)
+	s := newTestStore(t, kv, nil)
+	ctx := context.Background()
+	legacy := &Config{ID: NewID(), Slug: "old", WorkspaceID: "ws", Status: StatusActive,
+		Versions: []ConfigVersion{{VersionID: NewID(), Config: json.RawMessage(`{"provider":"openai","api_key":"sk-legacy-clear-1"}`)}}}
+	data, _ := json.Marshal(legacy)
+	if err := kv.Store(ctx, s.recordKey(kindConfigs, legacy.ID), data); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpdateConfig(ctx, legacy.ID, nil, func(c *Config) error { c.Name = "renamed"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	assertNoSecret(t, dir, "sk-legacy-clear-1")
+	if c, ok := s.Config("ws", "old"); !ok || !strings.Contains(string(c.Latest().Config), "sk-legacy-clear-1") {
+		t.Fatalf("the resealed config does not route with its key: %v", ok)
+	}
+}
