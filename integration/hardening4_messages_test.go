@@ -462,3 +462,53 @@ func TestOutputGuardrailDenyEveryRoad(t *testing.T) {
 		}
 	}
 }
+
+// TestInputGuardrailDenyEveryRoad: an input guardrail with deny refuses
+// the request on every road before any provider is called, a translated
+// call included: its checks read the chat completion its target would be
+// sent (the conversation's last message), not the client's format, so a
+// Responses call to a chat target is judged on its input as a native one
+// is. The 446 is in the API's error shape.
+func TestInputGuardrailDenyEveryRoad(t *testing.T) {
+	oai := newFakeOpenAI(t)
+	oai.Hook = forbiddenOpenAI
+	ant := newFakeServer(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		anthropicAnswer(w, gjson.GetBytes(body, "stream").Bool(), "fine", false)
+	})
+	loadProviderSite(t)
+	const guard = `"input_guardrails":[{"default.regexMatch":{"rule":"SECRET","not":true},"deny":true}],`
+	roads := []struct {
+		name, path, target, body string
+		anthropicShape           bool
+	}{
+		{"chat", "/chat/completions", openAITarget(oai, "gpt-4o-mini"), `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"tell the SECRET"}]}`, false},
+		{"completions", "/completions", openAITarget(oai, "gpt-4o-mini"), `{"model":"gpt-4o-mini","prompt":"tell the SECRET"}`, false},
+		{"responses native", "/responses", openAITarget(oai, "gpt-4o-mini"), `{"model":"gpt-4o-mini","input":"tell the SECRET","store":false}`, false},
+		{"responses translated", "/responses", anthropicTarget(ant), `{"model":"claude-sonnet-4-5","input":"tell the SECRET","store":false}`, false},
+		{"responses translated, input items", "/responses", anthropicTarget(ant), `{"model":"claude-sonnet-4-5","input":[{"role":"user","content":"tell the SECRET"}],"store":false}`, false},
+		{"messages native", "/messages", anthropicTarget(ant), `{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"tell the SECRET"}]}`, true},
+		{"messages translated", "/messages", openAITarget(oai, "gpt-4o-mini"), `{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"tell the SECRET"}]}`, true},
+	}
+	for _, road := range roads {
+		for _, stream := range []bool{false, true} {
+			name, body := road.name+"/json", road.body
+			if stream {
+				name, body = road.name+"/stream", strings.Replace(body, `{`, `{"stream":true,`, 1)
+			}
+			t.Run(name, func(t *testing.T) {
+				before := oai.count() + len(ant.seen)
+				resp, raw := translatedDo(t, "POST", road.path, []byte(body), configHeader(strings.Replace(road.target, `{`, `{`+guard, 1))...)
+				if resp.StatusCode != 446 || oai.count()+len(ant.seen) != before {
+					t.Fatalf("%d, provider called %d times: %s", resp.StatusCode, oai.count()+len(ant.seen)-before, raw)
+				}
+				if road.anthropicShape {
+					if typ, _ := anthropicError(t, raw); typ == "" {
+						t.Fatalf("%s", raw)
+					}
+				} else if gjson.GetBytes(raw, "error.type").String() != "hooks_failed" {
+					t.Fatalf("%s", raw)
+				}
+			})
+		}
+	}
+}
