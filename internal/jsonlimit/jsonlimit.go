@@ -3,9 +3,12 @@
 // recursively. Recursive validators and decoders use one stack frame per
 // nesting level, so a body of a few megabytes of "[" can exhaust the
 // goroutine stack and end the process; Check scans iteratively and refuses
-// such input first. Member and Members then read top-level members of a
-// checked object without walking the values they skip, so asking a large
-// prompt for a field it lacks costs a vector search, not a parse.
+// such input first. It is also the gateway's one strict reading (names.go):
+// an object that names a member twice, compared as decoded, is refused,
+// so what the gateway judges is what a last-wins provider reads. Member
+// and Members then read top-level members of a checked object without
+// walking the values they skip, so asking a large prompt for a field it
+// lacks costs a vector search, not a parse.
 package jsonlimit
 
 import (
@@ -59,8 +62,11 @@ func Depth(b []byte, limit int) int {
 }
 
 // Check reports whether b is valid UTF-8 JSON nested at most MaxDepth
-// levels. It scans once and iteratively, so no input can exhaust the
-// stack, and callers may walk a checked document recursively.
+// levels, whose objects name each member once (a *DuplicateError
+// otherwise) with no unpaired surrogate escape in a name
+// (ErrSurrogateName). It scans once and iteratively, so no input can
+// exhaust the stack, and callers may walk a checked document
+// recursively.
 func Check(b []byte) error {
 	return CheckDepth(b, MaxDepth)
 }

@@ -2,14 +2,15 @@ package jsonlimit
 
 import (
 	"bytes"
-	"encoding/json"
 )
 
 // Member returns the raw value of the top-level member called name in b,
 // a JSON object that passed Check or Object, and whether there is one.
-// Names are compared as decoded (an escaped name matches its text) and
-// the first of repeated names wins, as gjson.GetBytes(b, name) would
-// answer for a plain name. Unlike gjson, which walks every value byte by
+// Names are compared as decoded (an escaped name matches its text),
+// exactly as Check compares them when it refuses a repeated name, so a
+// checked object has one member of each name and Member finds the one
+// every decoder finds (on unchecked input the first wins, as with
+// gjson.GetBytes(b, name) for a plain name). Unlike gjson, which walks every value byte by
 // byte, Member skips strings with bytes.IndexByte: asking a 200 KB chat
 // body for a member it lacks (stream_options, on every stream) costs a
 // vector search of the prompt, not a walk of it. Given input that did not
@@ -144,14 +145,12 @@ func skipValue(b []byte, i int) int {
 	return i
 }
 
-// nameIs reports whether the raw member name key decodes to name. Names
-// with escapes are rare enough to be decoded by encoding/json.
+// nameIs reports whether the raw member name key decodes to name, with
+// the decoder Check compares names with (unescape).
 func nameIs(key []byte, name string) bool {
-	if bytes.IndexByte(key, '\\') < 0 {
+	if !hasBackslash(key) {
 		return string(key) == name
 	}
-	var s string
-	quoted := make([]byte, 0, len(key)+2)
-	quoted = append(append(append(quoted, '"'), key...), '"')
-	return json.Unmarshal(quoted, &s) == nil && s == name
+	var buf [64]byte
+	return string(unescape(buf[:0], key)) == name
 }

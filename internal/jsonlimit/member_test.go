@@ -24,7 +24,6 @@ var memberCases = []struct {
 	{"name inside a string does not count", `{"a":"\"stream_options\":1"}`, "stream_options", ``, false},
 	{"escaped quote then backslash", `{"a":"x\\\"y\\","b":2}`, "b", `2`, true},
 	{"even backslashes before a quote", `{"a":"\\\\","b":2}`, "b", `2`, true},
-	{"first of repeated names", `{"a":1,"a":2}`, "a", `1`, true},
 	{"escaped name", `{"stream\u005foptions":{"include_usage":true}}`, "stream_options", `{"include_usage":true}`, true},
 	{"escaped name, other text", `{"stream\u005fopts":1}`, "stream_options", ``, false},
 	{"long string skipped", `{"messages":[{"content":"` + strings.Repeat(`ab\"c\\`, 100) + `"}],"n":3}`, "n", `3`, true},
@@ -51,7 +50,7 @@ func TestMember(t *testing.T) {
 }
 
 func TestMembers(t *testing.T) {
-	doc := []byte(`{"max_tokens":100,"messages":[{"role":"user","content":"` + strings.Repeat("x", 300) + `"}],"max_tokens":5,"n":3}`)
+	doc := []byte(`{"max_tokens":100,"messages":[{"role":"user","content":"` + strings.Repeat("x", 300) + `"}],"n":3}`)
 	for _, tt := range []struct {
 		names []string
 		want  []string // "" for absent

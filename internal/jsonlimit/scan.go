@@ -12,7 +12,8 @@ import (
 // replaces three passes (a depth count, gjson's recursive validation and
 // utf8.Valid) that ran over every request body and every provider
 // answer. A document that passes limit is ErrTooDeep as soon as the scan
-// reaches that depth.
+// reaches that depth. An object that repeats a member name, compared as
+// decoded, is a DuplicateError (names.go).
 func scan(b []byte, limit int) error {
 	// stack[d] is the container open at depth d+1: '{' or '['. Depths
 	// past the fixed array are refused before they are stored.
@@ -21,8 +22,39 @@ func scan(b []byte, limit int) error {
 	if limit > MaxDepth {
 		stack = make([]byte, 0, limit+1)
 	}
+	// The member names of the open objects (names.go): base[k] is where
+	// the names of the k+1th open object begin in names. Ordinary bodies
+	// nest a few objects and hold a few dozen names at a time, within
+	// the fixed arrays; big is nil until an object passes bigObject.
+	var fixedNames [32]nameRef
+	var fixedBase [16]int32
+	names, base := fixedNames[:0], fixedBase[:0]
+	var big []map[string]struct{}
+	wantName := false
 	i := skipSpace(b, 0)
 	for {
+		if wantName {
+			// `"name" :` at i, then the member's value.
+			wantName = false
+			if i >= len(b) || b[i] != '"' {
+				return ErrInvalid
+			}
+			start := i + 1
+			var n nameRef
+			var err error
+			if i, n, err = name(b, start); err != nil {
+				return err
+			}
+			var dup bool
+			if names, big, dup = addName(b, n, names, base, big); dup {
+				return &DuplicateError{Path: pathAt(b, start-1)}
+			}
+			i = skipSpace(b, i)
+			if i >= len(b) || b[i] != ':' {
+				return ErrInvalid
+			}
+			i = skipSpace(b, i+1)
+		}
 		// A value is expected at i.
 		if i >= len(b) {
 			return ErrInvalid
@@ -40,10 +72,8 @@ func scan(b []byte, limit int) error {
 				break
 			}
 			if c == '{' {
-				var err error
-				if i, err = member(b, i); err != nil {
-					return err
-				}
+				base = append(base, int32(len(names)))
+				wantName = true
 			}
 			continue
 		case '"':
@@ -88,6 +118,14 @@ func scan(b []byte, limit int) error {
 			top := stack[len(stack)-1]
 			if b[i] == closer(top) {
 				stack = stack[:len(stack)-1]
+				if top == '{' {
+					// The object's names go with it.
+					d := len(base) - 1
+					names, base = names[:base[d]], base[:d]
+					if d < len(big) {
+						big[d] = nil
+					}
+				}
 				i++
 				continue
 			}
@@ -95,15 +133,51 @@ func scan(b []byte, limit int) error {
 				return ErrInvalid
 			}
 			i = skipSpace(b, i+1)
-			if top == '{' {
-				var err error
-				if i, err = member(b, i); err != nil {
-					return err
-				}
-			}
+			wantName = top == '{'
 			break
 		}
 	}
+}
+
+// name reads a member name's contents from i (just past the opening
+// quote) and returns the index past the closing quote and the name. A
+// name is nearly always a few plain ASCII bytes: those are read a word
+// at a time, in the same pass that finds whether the name holds an
+// escape. Any other name is left to str, then searched for escapes; one
+// with an unpaired surrogate escape is ErrSurrogateName.
+func name(b []byte, i int) (int, nameRef, error) {
+	j := i
+	for j+8 <= len(b) {
+		if sp := special8(binary.LittleEndian.Uint64(b[j:])); sp != 0 {
+			j += bits.TrailingZeros64(sp) / 8
+			if b[j] == '"' {
+				return j + 1, nameRef{start: uint32(i), n: uint32(j - i)}, nil
+			}
+			return slowName(b, i)
+		}
+		j += 8
+	}
+	for ; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			return j + 1, nameRef{start: uint32(i), n: uint32(j - i)}, nil
+		case c == '\\' || c < 0x20 || c >= utf8.RuneSelf:
+			return slowName(b, i)
+		}
+	}
+	return slowName(b, i)
+}
+
+func slowName(b []byte, i int) (int, nameRef, error) {
+	end, err := str(b, i)
+	if err != nil {
+		return 0, nameRef{}, err
+	}
+	n := newName(b, i, end-1)
+	if n.escaped() && surrogateName(b[i:end-1]) {
+		return 0, nameRef{}, ErrSurrogateName
+	}
+	return end, n, nil
 }
 
 func closer(open byte) byte {
@@ -111,22 +185,6 @@ func closer(open byte) byte {
 		return '}'
 	}
 	return ']'
-}
-
-// member reads `"name" :` at i and returns where the value starts.
-func member(b []byte, i int) (int, error) {
-	if i >= len(b) || b[i] != '"' {
-		return 0, ErrInvalid
-	}
-	i, err := str(b, i+1)
-	if err != nil {
-		return 0, err
-	}
-	i = skipSpace(b, i)
-	if i >= len(b) || b[i] != ':' {
-		return 0, ErrInvalid
-	}
-	return skipSpace(b, i+1), nil
 }
 
 func skipSpace(b []byte, i int) int {
