@@ -308,6 +308,9 @@ func TestValidationFailures(t *testing.T) {
 		{"method not POST", `{"custom_id":"a","method":"GET","url":"/v1/chat/completions","body":{}}`, 1, "invalid_method"},
 		{"body not object", `{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":"x"}`, 1, "missing_required_parameter"},
 		{"too deep", strings.Repeat("[", 300), 1, "invalid_json_line"},
+		{"repeated custom_id member", `{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{},"custom_id":"b"}`, 1, "invalid_json_line"},
+		{"repeated body member", `{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"x","model":"y"},"body":{}}`, 1, "invalid_json_line"},
+		{"repeated escaped url member", `{"custom_id":"a","method":"POST","url":"/v1/chat/completions","\u0075rl":"/v1/embeddings","body":{}}`, 1, "invalid_json_line"},
 		{"empty", "\n\n", 0, "empty_file"},
 	}
 	e := newEnv(t, Config{})
@@ -505,3 +508,24 @@ func TestPaginationAndIsolation(t *testing.T) {
 
 // testRoute is the route key the tests' runner is registered under.
 const testRoute = "test-route"
+
+// TestLineBodyRepeatRuns: a member repeated inside a line's body leaves
+// the line valid (the pipeline's strict reading refuses that body, in
+// the error file, as it refuses a direct call), while the line's own
+// members are read strictly.
+func TestLineBodyRepeatRuns(t *testing.T) {
+	const line = `{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","model":"o3"}}`
+	l, code, _, _ := parseLine([]byte(line), "/v1/chat/completions")
+	if code != "" || l.CustomID != "a" || string(l.Body) != `{"model":"gpt-4o-mini","model":"o3"}` {
+		t.Fatalf("parseLine = %+v, %q", l, code)
+	}
+	for _, bad := range []string{
+		`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"x","model":"y"},"custom_id":"b"}`,
+		`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"x","model":"y"},"body":{}}`,
+		`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"x","model":"y"},}`,
+	} {
+		if _, code, _, _ := parseLine([]byte(bad), "/v1/chat/completions"); code != "invalid_json_line" {
+			t.Errorf("parseLine(%s) = %q", bad, code)
+		}
+	}
+}

@@ -142,7 +142,10 @@ func (v *validator) result() []LineError {
 // it is valid, else the error code, param and a message format taking
 // the line number.
 func parseLine(raw []byte, endpoint string) (l inputLine, code, param, msg string) {
-	if jsonlimit.Object(raw) != nil {
+	if err := jsonlimit.Object(raw); err != nil && !faultInBody(raw, err) {
+		if d, ok := jsonlimit.AsDuplicate(err); ok {
+			return l, "invalid_json_line", d.Path, "line %d: " + strings.ReplaceAll(d.Error(), "%", "%%")
+		}
 		return l, "invalid_json_line", "", "line %d is not a valid JSON object"
 	}
 	obj := gjson.ParseBytes(raw)
@@ -161,6 +164,29 @@ func parseLine(raw []byte, endpoint string) (l inputLine, code, param, msg strin
 		return l, "missing_required_parameter", "body", "line %d: body must be a JSON object"
 	}
 	return inputLine{CustomID: cid.Str, Body: []byte(body.Raw)}, "", "", ""
+}
+
+// faultInBody reports whether err, jsonlimit's verdict on a line, is a
+// member repeated inside the line's body and nothing else: the line is
+// then a request like any other, run through the pipeline, whose strict
+// reading refuses that body with the same 400 a direct call gets, in the
+// batch's error file. A repeat in the line itself (two custom_id, two
+// body) fails validation.
+func faultInBody(raw []byte, err error) bool {
+	d, ok := jsonlimit.AsDuplicate(err)
+	if !ok || !(strings.HasPrefix(d.Path, "body.") || strings.HasPrefix(d.Path, "body[")) {
+		return false
+	}
+	// A DuplicateError is otherwise valid JSON, so Member may read it;
+	// the line with its body emptied must pass on its own.
+	body, found := jsonlimit.Member(raw, "body")
+	if !found {
+		return false
+	}
+	start := cap(raw) - cap(body) // body is raw[start:start+len(body)]
+	line := make([]byte, 0, len(raw)-len(body)+2)
+	line = append(append(append(line, raw[:start]...), "{}"...), raw[start+len(body):]...)
+	return jsonlimit.Object(line) == nil
 }
 
 // outputLine is OpenAI's batch output (and error) line.

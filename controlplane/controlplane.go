@@ -64,12 +64,16 @@ type Caller struct {
 // Serve answers r from the registered routes. The gateway calls it only
 // for paths Owns reports, after authenticating the caller.
 func Serve(w http.ResponseWriter, r *http.Request, c *Caller) {
-	// Control-plane bodies are JSON: refuse one nested too deep to walk
-	// before any API decodes it (each API reports other faults itself).
-	if len(c.Body) > 0 && !strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/") &&
-		jsonlimit.Depth(c.Body, jsonlimit.MaxDepth) > jsonlimit.MaxDepth {
-		apierror.Write(w, apierror.BadRequest("body", "%v", jsonlimit.ErrTooDeep))
-		return
+	// Control-plane bodies are JSON, read strictly before any API
+	// decodes them: nested at most jsonlimit.MaxDepth levels, and each
+	// member named once, names compared as decoded, so that a check an
+	// API makes on a member ("no custom_host") reads the member its
+	// decoder keeps. Each API reports a body that is not JSON itself.
+	if len(c.Body) > 0 && !strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/") {
+		if err := CheckBody(c.Body); err != nil {
+			apierror.Write(w, err)
+			return
+		}
 	}
 	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, c))
 	mu.RLock()
@@ -98,6 +102,31 @@ func Serve(w http.ResponseWriter, r *http.Request, c *Caller) {
 		}
 	}
 	apierror.Write(w, apierror.Newf(http.StatusNotFound, apierror.TypeNotFound, "unknown endpoint %s", apierror.QuotePath(r.URL.Path)))
+}
+
+// MaxBody bounds a control-plane request's body (keys, configs, prompts,
+// policies, usage limits, ledger queries): those APIs read their bodies
+// whole and keep them, and none needs more than a few kilobytes. The
+// gateway answers a larger body 413 before reading it when its
+// Content-Length says so, and stops reading it otherwise. File uploads
+// are the jobs API's and bounded by max_request_body.
+const MaxBody = 1 << 20
+
+// CheckBody is the strict reading of a control-plane body: it returns
+// the 400 for one nested too deep, with invalid UTF-8, or naming a
+// member twice (the error's param names the member), and nil for
+// anything else, a body that is not JSON included, which the API
+// decoding it reports in its own words.
+func CheckBody(b []byte) *apierror.Error {
+	err := jsonlimit.Check(b)
+	if d, ok := jsonlimit.AsDuplicate(err); ok {
+		return apierror.BadRequest(d.Path, "the request body is not acceptable: %v", d)
+	}
+	switch err {
+	case jsonlimit.ErrTooDeep, jsonlimit.ErrInvalidUTF8, jsonlimit.ErrSurrogateName:
+		return apierror.BadRequest("body", "%v", err)
+	}
+	return nil
 }
 
 // From returns the caller of a control-plane request.

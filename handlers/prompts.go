@@ -34,7 +34,7 @@ const PromptCompletionStatus = "success"
 func (g *Gateway) promptCompletion(r *http.Request, q *Request, ref string) error {
 	c := &q.Call
 	if err := jsonlimit.Object(c.Body); err != nil && len(c.Body) > 0 {
-		return apierror.BadRequest("", "the request body must be a JSON object: %v", err)
+		return bodyJSONError(err, "the request body must be a JSON object: "+err.Error())
 	}
 	p, v, err := prompts.Resolve(r.Context(), g.app.PromptRegistry(), q.Identity.WorkspaceID, ref)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/bodybuf"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/byteview"
@@ -131,6 +132,9 @@ func (g *Gateway) parse(r *http.Request, f *flight) (*Request, error) {
 // gives back when it ends (endFlight).
 func (g *Gateway) readBody(r *http.Request, out *responder, pool bool) ([]byte, *bodybuf.Buf, error) {
 	limit := g.MaxRequestBody
+	if controlBody(r) {
+		limit = min(limit, controlplane.MaxBody)
+	}
 	if body, ok := ingress.Body(r); ok {
 		if int64(len(body)) > limit {
 			return nil, nil, tooLarge(limit)
@@ -186,6 +190,19 @@ func (g *Gateway) readBody(r *http.Request, out *responder, pool bool) ([]byte, 
 	return body, nil, nil
 }
 
+// controlBody reports whether r's body is a control-plane API's (keys,
+// configs, prompts, policies, usage limits, ledger queries): bounded by
+// controlplane.MaxBody, not max_request_body, since those APIs keep
+// what they read and none needs more. A prompt completion lies under
+// the prompts API's prefix but is inference, bounded as chat is; file
+// uploads and batches are the jobs API's, not the control plane's.
+func controlBody(r *http.Request) bool {
+	if _, completion := prompts.CompletionsRef(r.URL.Path); completion && r.Method == http.MethodPost {
+		return false
+	}
+	return controlplane.Owns(r.URL.Path)
+}
+
 // pooledOp reports whether the body of an op may be read into a lent
 // buffer: the inference calls whose bodies go to a provider and are never
 // stored. The Responses API stores its input, files and batches store
@@ -212,8 +229,13 @@ func tooLarge(limit int64) error {
 func inspectBody(r *http.Request, c *providers.Call) error {
 	switch c.Op {
 	case providers.OpChat, providers.OpCompletions, providers.OpEmbeddings, providers.OpResponses, providers.OpImages, providers.OpSpeech:
+	case providers.OpMessages:
+		return nil // handlers/messages.go checks its body
 	default:
-		return nil
+		if controlBody(r) {
+			return nil // controlplane.Serve reads its bodies strictly
+		}
+		return checkPassthroughJSON(r, c.Body)
 	}
 	if ct := r.Header.Get("Content-Type"); strings.HasPrefix(ct, "multipart/") {
 		return nil // image edits are multipart
@@ -262,18 +284,78 @@ func (g *Gateway) routePlan(q *Request) (*routing.Plan, error) {
 }
 
 // checkJSONObject is the check every inference body passes: a JSON
-// object, valid UTF-8, nested at most jsonlimit.MaxDepth levels.
+// object, valid UTF-8, nested at most jsonlimit.MaxDepth levels, each
+// member named once (jsonlimit's strict reading).
 func checkJSONObject(b []byte) error {
 	if len(b) == 0 {
 		return apierror.BadRequest("", "the request body must be a JSON object")
 	}
-	switch err := jsonlimit.Object(b); err {
-	case nil:
-		return nil
-	case jsonlimit.ErrTooDeep, jsonlimit.ErrInvalidUTF8:
+	if err := jsonlimit.Object(b); err != nil {
+		return bodyJSONError(err, "the request body must be a JSON object")
+	}
+	return nil
+}
+
+// bodyJSONError is the 400 for a body jsonlimit refused: a repeated
+// member names it as the parameter; other faults say what they are, or
+// fall back to invalid.
+func bodyJSONError(err error, invalid string) error {
+	if d, ok := jsonlimit.AsDuplicate(err); ok {
+		return apierror.BadRequest(d.Path, "the request body is not acceptable: %v", d)
+	}
+	switch err {
+	case jsonlimit.ErrTooDeep, jsonlimit.ErrInvalidUTF8, jsonlimit.ErrSurrogateName:
 		return apierror.BadRequest("", "the request body is not acceptable: %v", err)
 	}
-	return apierror.BadRequest("", "the request body must be a JSON object")
+	return apierror.BadRequest("", "%s", invalid)
+}
+
+// checkPassthroughJSON applies the strict reading to a body passed
+// through to a provider (any other /v1 path) when it is JSON: declared
+// so, or opening as a JSON document does. A provider that reads it as
+// JSON must read what the gateway read, so a repeated member is refused
+// whatever the content type; a body that is not JSON at all is refused
+// only when its type says it is.
+func checkPassthroughJSON(r *http.Request, b []byte) error {
+	ct := r.Header.Get("Content-Type")
+	if len(b) == 0 || strings.HasPrefix(ct, "multipart/") {
+		return nil
+	}
+	declared := jsonType(ct)
+	if !declared && !opensJSON(b) {
+		return nil
+	}
+	err := jsonlimit.Check(b)
+	if err == nil {
+		return nil
+	}
+	if _, dup := jsonlimit.AsDuplicate(err); dup || declared || err == jsonlimit.ErrSurrogateName {
+		return bodyJSONError(err, "the request body is not valid JSON")
+	}
+	return nil
+}
+
+// jsonType reports whether a Content-Type names JSON (application/json,
+// or a +json type).
+func jsonType(ct string) bool {
+	mt, _, _ := strings.Cut(ct, ";")
+	mt = strings.ToLower(strings.TrimSpace(mt))
+	return mt == "application/json" || strings.HasSuffix(mt, "+json")
+}
+
+// opensJSON reports whether b's first non-space byte opens an object or
+// an array.
+func opensJSON(b []byte) bool {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '{', '[':
+			return true
+		}
+		return false
+	}
+	return false
 }
 
 // readModelStream reads the model and stream fields of a checked body.
@@ -289,9 +371,14 @@ func readModelStream(b []byte) (string, bool) {
 	jsonlimit.Members(b, modelStream[:], raw[:])
 	var model string
 	if raw[0] != nil {
-		// A copy: the model outlives nothing here, but the log and the
-		// plan keep it, and b's memory is not theirs.
-		model = strings.Clone(gjson.Parse(byteview.String(raw[0])).String())
+		// A string is decoded as a provider's decoder reads it
+		// (jsonlimit.String), so the model judged is the model served;
+		// anything else as gjson reads it. Either is a copy: the log and
+		// the plan keep it, and b's memory is not theirs.
+		var ok bool
+		if model, ok = jsonlimit.String(raw[0]); !ok {
+			model = strings.Clone(gjson.Parse(byteview.String(raw[0])).String())
+		}
 	}
 	stream := raw[1] != nil && gjson.Parse(byteview.String(raw[1])).Bool()
 	return model, stream

@@ -115,6 +115,27 @@ func TestScanManyMembers(t *testing.T) {
 	}
 }
 
+// TestStrictAfterSyntax: names are judged in a document that is
+// otherwise JSON; a fault of syntax anywhere wins, so a caller told of a
+// repeat may read the rest of the document.
+func TestStrictAfterSyntax(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want string // "" for ErrInvalid
+	}{
+		{`{"a":1,"a":2,}`, ""},
+		{`{"a":1,"a":2,"b":[1,]}`, ""},
+		{`{"\ud800":1,`, ""},
+		{`{"a":1,"a":2,"b":3,"b":4}`, "a"},
+		{`{"b":{"x":1,"x":2},"a":1,"a":2}`, "b.x"},
+	} {
+		err := Check([]byte(tt.in))
+		if d, ok := AsDuplicate(err); tt.want == "" && err != ErrInvalid || tt.want != "" && (!ok || d.Path != tt.want) {
+			t.Errorf("Check(%s) = %v, want %q", tt.in, err, tt.want)
+		}
+	}
+}
+
 func TestDuplicatePathBounded(t *testing.T) {
 	name := strings.Repeat("é", 400)
 	err := Check([]byte(`{"` + name + `":1,"` + name + `":2}`))
@@ -243,11 +264,13 @@ func FuzzStrict(f *testing.F) {
 			if refDup {
 				t.Fatalf("scan(%q) accepted a repeat of %q", b, refPath)
 			}
-		case old == nil && errors.Is(got, ErrSurrogateName):
+		case old != nil:
+			t.Fatalf("scan(%q) = %v for a document the oracle refuses: %v", b, got, old)
+		case errors.Is(got, ErrSurrogateName):
 			if !hasSurrogateEscape(b) {
 				t.Fatalf("scan(%q) = %v without a surrogate escape", b, got)
 			}
-		case old == nil:
+		default:
 			d, _ := AsDuplicate(got)
 			if !refDup && !hasSurrogateEscape(b) {
 				t.Fatalf("scan(%q) = %v; encoding/json finds no repeat", b, got)

@@ -12,8 +12,9 @@ import (
 // replaces three passes (a depth count, gjson's recursive validation and
 // utf8.Valid) that ran over every request body and every provider
 // answer. A document that passes limit is ErrTooDeep as soon as the scan
-// reaches that depth. An object that repeats a member name, compared as
-// decoded, is a DuplicateError (names.go).
+// reaches that depth. An otherwise valid document with an object that
+// repeats a member name, compared as decoded, is a DuplicateError naming
+// the first repeat (names.go).
 func scan(b []byte, limit int) error {
 	// stack[d] is the container open at depth d+1: '{' or '['. Depths
 	// past the fixed array are refused before they are stored.
@@ -30,6 +31,10 @@ func scan(b []byte, limit int) error {
 	var fixedBase [16]int32
 	names, base := fixedNames[:0], fixedBase[:0]
 	var big []map[string]struct{}
+	// strict is the first fault of names alone: the scan goes on, so a
+	// document refused for its names is otherwise valid JSON, and a
+	// fault of syntax wins.
+	var strict error
 	wantName := false
 	i := skipSpace(b, 0)
 	for {
@@ -43,11 +48,16 @@ func scan(b []byte, limit int) error {
 			var n nameRef
 			var err error
 			if i, n, err = name(b, start); err != nil {
-				return err
+				if err != ErrSurrogateName {
+					return err
+				}
+				if strict == nil {
+					strict = err
+				}
 			}
 			var dup bool
-			if names, big, dup = addName(b, n, names, base, big); dup {
-				return &DuplicateError{Path: pathAt(b, start-1)}
+			if names, big, dup = addName(b, n, names, base, big); dup && strict == nil {
+				strict = &DuplicateError{Path: pathAt(b, start-1)}
 			}
 			i = skipSpace(b, i)
 			if i >= len(b) || b[i] != ':' {
@@ -110,7 +120,7 @@ func scan(b []byte, limit int) error {
 				if i != len(b) {
 					return ErrInvalid
 				}
-				return nil
+				return strict
 			}
 			if i >= len(b) {
 				return ErrInvalid
@@ -144,7 +154,8 @@ func scan(b []byte, limit int) error {
 // name is nearly always a few plain ASCII bytes: those are read a word
 // at a time, in the same pass that finds whether the name holds an
 // escape. Any other name is left to str, then searched for escapes; one
-// with an unpaired surrogate escape is ErrSurrogateName.
+// with an unpaired surrogate escape is ErrSurrogateName (with the index
+// and the name, so the scan can go on).
 func name(b []byte, i int) (int, nameRef, error) {
 	j := i
 	for j+8 <= len(b) {
@@ -175,7 +186,7 @@ func slowName(b []byte, i int) (int, nameRef, error) {
 	}
 	n := newName(b, i, end-1)
 	if n.escaped() && surrogateName(b[i:end-1]) {
-		return 0, nameRef{}, ErrSurrogateName
+		return end, n, ErrSurrogateName
 	}
 	return end, n, nil
 }
