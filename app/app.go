@@ -320,6 +320,19 @@ func (a *App) VirtualKey(name string) (*providers.Settings, bool) {
 	return s, ok
 }
 
+// OperatorVirtualKey implements routing.Origins: without a key store
+// every record is the Caddyfile's.
+func (a *App) OperatorVirtualKey(name string) bool {
+	_, ok := a.virtualKeys[name]
+	return ok
+}
+
+// OperatorConfig implements routing.Origins.
+func (a *App) OperatorConfig(id string) bool {
+	_, ok := a.configs[id]
+	return ok
+}
+
 func keyDigest(repl *caddy.Replacer, key string) ([sha256.Size]byte, error) {
 	var d [sha256.Size]byte
 	if hexDigest, ok := strings.CutPrefix(key, "sha256:"); ok {

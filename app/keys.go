@@ -304,6 +304,19 @@ func (s scopedResolver) VirtualKey(name string) (*providers.Settings, bool) {
 	return s.a.keyStore.VirtualKey(s.ws, name)
 }
 
+// OperatorVirtualKey implements routing.Origins: the Caddyfile's virtual
+// keys are the operator's, those saved through the API are not.
+func (s scopedResolver) OperatorVirtualKey(name string) bool {
+	_, ok := s.a.virtualKeys[name]
+	return ok
+}
+
+// OperatorConfig implements routing.Origins for saved configs.
+func (s scopedResolver) OperatorConfig(id string) bool {
+	_, ok := s.a.configs[id]
+	return ok
+}
+
 func (s scopedResolver) SavedConfig(id string) ([]byte, bool) {
 	if c, ok := s.a.configs[id]; ok {
 		return c, true

@@ -37,3 +37,34 @@ func sameAddress(a, b *providers.Settings) bool {
 		a.CloudBDeploymentName == b.CloudBDeploymentName && a.CloudCRegion == b.CloudCRegion &&
 		a.CloudCProjectID == b.CloudCProjectID && bytes.Equal(a.CloudCServiceAccountJSON, b.CloudCServiceAccountJSON)
 }
+
+// Origins is implemented by a Resolver that can tell the operator's
+// records (declared in the Caddyfile) from records saved through the
+// control-plane API. An address an operator's record names is trusted;
+// one a record saved through the API names is client input, like an
+// inline config's, and every connection to it (the upstream, and a
+// service account's token_uri) passes the egress policy of the route
+// that accepted the request, on the resolved address. A Resolver that
+// does not implement Origins has its records treated as client input.
+type Origins interface {
+	// OperatorVirtualKey reports whether the virtual key name resolves
+	// to a record declared by the operator.
+	OperatorVirtualKey(name string) bool
+	// OperatorConfig reports whether the saved config id resolves to a
+	// record declared by the operator.
+	OperatorConfig(id string) bool
+}
+
+// operatorVirtualKey reports whether r's virtual key name is the
+// operator's (Origins); false when r cannot tell.
+func operatorVirtualKey(r Resolver, name string) bool {
+	o, ok := r.(Origins)
+	return ok && o.OperatorVirtualKey(name)
+}
+
+// operatorConfig reports whether r's saved config id is the operator's
+// (Origins); false when r cannot tell.
+func operatorConfig(r Resolver, id string) bool {
+	o, ok := r.(Origins)
+	return ok && o.OperatorConfig(id)
+}

@@ -57,7 +57,9 @@ type Target struct {
 	// from client input (a custom host, an inline config or cloud headers
 	// that set an address field), so the attempt must dial through the
 	// egress guard (upstream.WithGuard, providers.Call.Egress). Addresses
-	// from operator-configured virtual keys and saved configs are trusted.
+	// from the operator's virtual keys and saved configs (the Caddyfile's)
+	// are trusted; those of records saved through the API are not
+	// (Origins).
 	GuardEgress bool
 
 	// identity and breakerKey cache derived keys; a Target belongs to one
@@ -122,8 +124,9 @@ func Resolve(h *ingress.Headers, r Resolver, cache *ConfigCache) (*Plan, error) 
 			"no provider: set %s%s (with Authorization), %s%s or %s%s",
 			ingress.Prefix, ingress.Provider, ingress.Prefix, ingress.VirtualKey, ingress.Prefix, ingress.Config)
 	}
-	// An inline config is client input; a saved one is the operator's.
-	untrusted := h.Config != "" && plan.ConfigID == ""
+	// An inline config is client input, and so is a config saved
+	// through the API; one declared in the Caddyfile is the operator's.
+	untrusted := h.Config != "" && (plan.ConfigID == "" || !operatorConfig(r, plan.ConfigID))
 	return finishPlan(cfg, plan, h, r, untrusted)
 }
 
@@ -235,6 +238,10 @@ func finishTarget(t *Target, h *ingress.Headers, r Resolver) error {
 			return apierror.Newf(404, apierror.TypeNotFound, "virtual key %s not found (%s)", apierror.QuoteID(t.VirtualKey), t.Path).WithCode("virtual_key_not_found")
 		}
 		t.Settings.Inherit(vk)
+		if !operatorVirtualKey(r, t.VirtualKey) && HasAddress(vk) {
+			// A virtual key saved through the API is client input.
+			t.GuardEgress = true
+		}
 	}
 	if t.Settings.Provider == "" {
 		t.Settings.Provider = h.Provider
