@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -352,4 +353,48 @@ func String(raw []byte) (string, bool) {
 		return string(s), true
 	}
 	return string(unescape(make([]byte, 0, len(s)), s)), true
+}
+
+// HasName reports whether any object of b, a document that passed
+// Check, at any depth, has a member called name, names compared as
+// decoded and, with fold, without regard to case as encoding/json
+// matches a member to a struct field (strings.EqualFold). It is the
+// check to make before decoding client JSON into a struct that must not
+// receive a field ("custom_host"): a byte search misses
+// "custom\u005fhost", and a case-sensitive one misses "Custom_Host",
+// both of which encoding/json decodes into the field.
+func HasName(b []byte, name string, fold bool) bool {
+	expectName := false
+	var buf [64]byte
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '{', ',':
+			// In an array a comma is followed by a value, which a
+			// string check below tells from a name by what follows it.
+			expectName = true
+		case ':', '[':
+			expectName = false
+		case '"':
+			q := closingQuote(b, i+1)
+			if q < 0 {
+				return false
+			}
+			if expectName && nextIsColon(b, q+1) {
+				n := newName(b, i+1, q)
+				got := decodeName(buf[:0], b, n)
+				if string(got) == name || fold && strings.EqualFold(string(got), name) {
+					return true
+				}
+			}
+			expectName = false
+			i = q
+		}
+	}
+	return false
+}
+
+// nextIsColon reports whether the first non-space byte from i is ':'.
+func nextIsColon(b []byte, i int) bool {
+	i = skipSpace(b, i)
+	return i < len(b) && b[i] == ':'
 }

@@ -296,3 +296,30 @@ func FuzzStrict(f *testing.F) {
 		}
 	})
 }
+
+func TestHasName(t *testing.T) {
+	for _, tt := range []struct {
+		doc  string
+		fold bool
+		want bool
+	}{
+		{`{"custom_host":"x"}`, false, true},
+		{`{"custom\u005fhost":"x"}`, false, true},
+		{`{"targets":[{"a":1},{"b":{"custom_host":"x"}}]}`, false, true},
+		{`{"Custom_Host":"x"}`, false, false},
+		{`{"Custom_Host":"x"}`, true, true},
+		{`{"CUSTOM\u005FHOST":"x"}`, true, true},
+		{`{"a":"custom_host"}`, true, false},
+		{`{"a":["custom_host","b"]}`, true, false},
+		{`["custom_host"]`, true, false},
+		{`{"a":"\"custom_host\":1"}`, true, false},
+		{`{"custom_hosts":1}`, true, false},
+	} {
+		if err := Check([]byte(tt.doc)); err != nil {
+			t.Fatalf("%s: %v", tt.doc, err)
+		}
+		if got := HasName([]byte(tt.doc), "custom_host", tt.fold); got != tt.want {
+			t.Errorf("HasName(%s, fold=%v) = %v", tt.doc, tt.fold, got)
+		}
+	}
+}
