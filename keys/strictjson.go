@@ -8,15 +8,20 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 )
 
 // Strict reading of the JSON the keys API stores (request bodies, saved
-// configs). It walks the token stream of encoding/json's Decoder, which
-// unescapes member names, so "custom\u005fhost" is seen as custom_host,
-// and a member given twice (after unescaping) is refused instead of one
-// copy silently winning. internal/jsonlimit is gaining the same duplicate
-// refusal for the inference path; this walker is the keys API's until the
-// two merge.
+// configs). Whether the JSON is valid, how deep it nests and whether a
+// member is given twice (names compared after unescaping) is decided by
+// internal/jsonlimit, the one strict reading every body of the gateway
+// passes. This walker adds what only the keys API refuses: forbidden
+// member names and masked credentials. It walks the token stream of
+// encoding/json's Decoder, which unescapes member names, so
+// "custom\u005fhost" is seen as custom_host, and it compares names without
+// regard to case, as encoding/json matches them to struct fields
+// ("Custom_Host" would set CustomHost).
 
 // maxJSONDepth bounds the nesting the walker follows (configs nest a few
 // levels; nothing the API stores needs more).
@@ -61,6 +66,13 @@ type walker struct {
 }
 
 func (w *walker) run(raw []byte) error {
+	if err := jsonlimit.Check(raw); err != nil {
+		if d, ok := jsonlimit.AsDuplicate(err); ok {
+			name := d.Path[strings.LastIndexAny(d.Path, ".]")+1:]
+			return &JSONError{Member: d.Path, Name: name, Msg: "is given more than once"}
+		}
+		return &JSONError{Msg: "is not acceptable JSON: " + err.Error()}
+	}
 	w.dec = json.NewDecoder(bytes.NewReader(raw))
 	w.dec.UseNumber()
 	if err := w.value("", 0, false); err != nil {
@@ -106,7 +118,6 @@ func (w *walker) value(at string, depth int, secret bool) error {
 }
 
 func (w *walker) object(at string, depth int, secret bool) error {
-	seen := make(map[string]bool)
 	for w.dec.More() {
 		tok, err := w.dec.Token()
 		if err != nil {
@@ -117,11 +128,7 @@ func (w *walker) object(at string, depth int, secret bool) error {
 		if at != "" {
 			member = at + "." + name
 		}
-		if seen[name] {
-			return &JSONError{Member: member, Name: name, Msg: "is given more than once"}
-		}
-		seen[name] = true
-		if slices.Contains(w.forbidden, name) {
+		if slices.ContainsFunc(w.forbidden, func(f string) bool { return strings.EqualFold(f, name) }) {
 			return &JSONError{Member: member, Name: name, Msg: "is not allowed here"}
 		}
 		if err := w.value(member, depth+1, secret || configSecrets[name]); err != nil {

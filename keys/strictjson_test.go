@@ -15,6 +15,7 @@ func TestCheckJSON(t *testing.T) {
 		{"forbidden", `{"provider":"openai","custom_host":"http://x"}`, "custom_host"},
 		{"forbidden, escaped", `{"provider":"openai","custom\u005fhost":"http://x"}`, "custom_host"},
 		{"forbidden, nested", `{"targets":[{"a":1},{"custom\u005Fhost":"x"}]}`, "targets[1].custom_host"},
+		{"forbidden, another case (encoding/json matches it)", `{"provider":"openai","Custom_Host":"http://x"}`, "Custom_Host"},
 		{"duplicate", `{"model":"a","model":"b"}`, "model"},
 		{"duplicate after unescaping", `{"model":"a","mod\u0065l":"b"}`, "model"},
 		{"duplicate, nested", `{"x":{"y":1,"y":2}}`, "x.y"},
