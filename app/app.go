@@ -158,7 +158,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.provisionLedger(ctx); err != nil {
 		return err
 	}
-	if err := a.provisionBudgets(); err != nil {
+	if err := a.provisionBudgets(ctx); err != nil {
 		return err
 	}
 	if err := observe.RegisterMetrics(ctx.GetMetricsRegistry()); err != nil {

@@ -3,10 +3,12 @@ package app
 import (
 	"fmt"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/budgets"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/guardrails"
@@ -48,7 +50,11 @@ type budgetState struct {
 // provisionBudgets opens the usage-limit store (Redis when configured, so
 // every instance enforces every limit, else Caddy's storage) and the
 // enforcer counting in the app's limiter. It runs after provisionShared.
-func (a *App) provisionBudgets() error {
+//
+// With Redis, a write to the store waits until every instance that
+// listens enforces it, and the instance listens until ctx ends (the
+// config is unloaded).
+func (a *App) provisionBudgets(ctx caddy.Context) error {
 	var kv kvstore.KV = a.storage
 	var once budgets.Once = budgets.NewMemoryOnce(nil)
 	if a.redis != nil {
@@ -56,6 +62,20 @@ func (a *App) provisionBudgets() error {
 		once = prefixedOnce{budgets.RedisOnce{Client: a.redis}, a.RedisKeyPrefix()}
 	}
 	a.budgetStore = budgets.NewStore(kv, nil)
+	logger := a.logger.Named("budgets")
+	var lastWarn atomic.Int64
+	a.budgetStore.OnUnknown = func(err error) {
+		// At most every 10 s: the store is read again every 2 s.
+		if now := time.Now().UnixNano(); now-lastWarn.Load() >= int64(10*time.Second) {
+			lastWarn.Store(now)
+			logger.Warn("usage limits cannot be read; none is enforced until the store answers", zap.Error(err))
+		}
+	}
+	if a.redis != nil {
+		notice := budgets.NewRedisNotice(a.redis, a.RedisKeyPrefix())
+		a.budgetStore.SetNotifier(notice)
+		go notice.Watch(ctx, a.budgetStore, nil)
+	}
 	cfg := BudgetsConfig{}
 	if a.Budgets != nil {
 		cfg = *a.Budgets

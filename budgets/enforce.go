@@ -281,8 +281,10 @@ func (adm *Admission) Settle(ctx context.Context, e *observe.Entry) error {
 	return errors.Join(errs...)
 }
 
-// Spent returns what key has used of u in its period: the limit less
-// what a zero-cost admission says remains.
+// Spent returns what key has used of u in its period, reservations of
+// requests in flight included: what the counter holds, which is more
+// than the limit when the last requests cost more than they reserved
+// (a report shows the overshoot rather than hide it at the limit).
 func (e *Enforcer) Spent(ctx context.Context, u *UsageLimit, key string, per Period) (int64, error) {
 	// A report reserves nothing but gives back expired reservations
 	// first, so what it shows holds no dead instance's reservation.
@@ -290,7 +292,7 @@ func (e *Enforcer) Spent(ctx context.Context, u *UsageLimit, key string, per Per
 	if err != nil {
 		return 0, err
 	}
-	return u.Limit() - r.Remaining, nil
+	return max(r.Used, u.Limit()-r.Remaining), nil
 }
 
 // checkAlert fires g's limit's alert when its period's spend has reached

@@ -18,8 +18,9 @@ import (
 // storePrefix is where usage limits are kept in the KV.
 const storePrefix = "llm/usage-limits/"
 
-// refreshEvery bounds how stale another instance's view of the limits
-// is: this instance's own writes apply at once.
+// refreshEvery bounds how stale another instance's view of the limits is
+// when its change notice was lost (notice.go); this instance's own
+// writes apply at once, and others' as soon as their notice arrives.
 const refreshEvery = 2 * time.Second
 
 // MaxLimits bounds the usage limits a store keeps, so the set every
@@ -39,12 +40,23 @@ type Store struct {
 	now    func() time.Time
 	snap   atomic.Pointer[snapshot]
 	loadMu sync.Mutex
+	// notice announces writes to the other instances and versions the
+	// set (notice.go); nil for a store no other instance reads.
+	notice Notifier
+	// OnUnknown, when set, is told that the set could not be read while
+	// no earlier set is known (the store is unreachable at start).
+	OnUnknown func(error)
 }
 
 type snapshot struct {
 	all    []*UsageLimit
 	active []*UsageLimit
 	at     time.Time
+	// version is the notifier's version the set was read at.
+	version string
+	// unknown says the set could not be read and none was before: no
+	// limit is known, so none is enforced until a read succeeds.
+	unknown bool
 }
 
 // NewStore returns a store over kv.
@@ -55,38 +67,74 @@ func NewStore(kv kvstore.KV, now func() time.Time) *Store {
 	return &Store{kv: kv, now: now}
 }
 
-// Active implements Source: the active limits, reloaded from the KV
-// when older than refreshEvery (by one caller; others use the previous
-// set meanwhile).
+// SetNotifier makes writes announce themselves through n and wait for the
+// other instances to reload (Notifier.Announce), and lets Active check a
+// stale set against n's version instead of reading it again.
+func (s *Store) SetNotifier(n Notifier) { s.notice = n }
+
+// Active implements Source: the active limits, checked again when older
+// than refreshEvery. Every request arriving while one checks waits for
+// that check rather than be served a set that may lack a new limit.
+//
+// When the set cannot be read and no earlier set is known (the store was
+// unreachable when the gateway started), no limit is known: Active
+// answers no limit, and no error, so requests that no limit can be known
+// to apply to do not need the store; it reads again every refreshEvery.
+// When a read fails after a set was known, that set goes on being served.
 func (s *Store) Active(ctx context.Context) ([]*UsageLimit, error) {
 	snap := s.snap.Load()
 	if snap != nil && s.now().Sub(snap.at) < refreshEvery {
 		return snap.active, nil
 	}
-	if snap != nil && !s.loadMu.TryLock() {
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	if cur := s.snap.Load(); cur != nil && s.now().Sub(cur.at) < refreshEvery {
+		return cur.active, nil // checked while this caller waited
+	}
+	snap = s.snap.Load()
+	if snap != nil && !snap.unknown && s.notice != nil {
+		if v, err := s.notice.Version(ctx); err == nil && v == snap.version {
+			next := *snap
+			next.at = s.now()
+			s.snap.Store(&next)
+			return next.active, nil
+		}
+	}
+	next, err := s.load(ctx)
+	if err == nil {
+		return next.active, nil
+	}
+	if ctx.Err() != nil && snap != nil {
 		return snap.active, nil
 	}
-	if snap == nil {
-		s.loadMu.Lock()
+	failed := &snapshot{at: s.now(), unknown: true}
+	if snap != nil && !snap.unknown {
+		c := *snap
+		c.at = s.now()
+		failed = &c
+	} else if s.OnUnknown != nil {
+		s.OnUnknown(err)
 	}
-	defer s.loadMu.Unlock()
-	next, err := s.load(ctx)
-	if err != nil {
-		if snap != nil {
-			return snap.active, nil
-		}
-		return nil, err
-	}
-	return next.active, nil
+	s.snap.Store(failed)
+	return failed.active, nil
 }
 
 // load reads every limit from the KV.
 func (s *Store) load(ctx context.Context) (*snapshot, error) {
+	next := &snapshot{at: s.now()}
+	if s.notice != nil {
+		// Read before the limits, so a write landing meanwhile makes the
+		// next check read again rather than be missed.
+		v, err := s.notice.Version(ctx)
+		if err != nil {
+			return nil, err
+		}
+		next.version = v
+	}
 	keys, err := kvstore.ListKeys(ctx, s.kv, strings.TrimSuffix(storePrefix, "/"), false)
 	if err != nil {
 		return nil, err
 	}
-	next := &snapshot{at: s.now()}
 	for _, k := range keys {
 		b, err := s.kv.Load(ctx, k)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -114,8 +162,15 @@ func (s *Store) load(ctx context.Context) (*snapshot, error) {
 	return next, nil
 }
 
-// invalidate makes the next Active reload.
-func (s *Store) invalidate() { s.snap.Store(nil) }
+// invalidate makes the next Active check the set again, keeping the
+// current one for when that check fails.
+func (s *Store) invalidate() {
+	if snap := s.snap.Load(); snap != nil {
+		c := *snap
+		c.at, c.version = time.Time{}, "\x00stale"
+		s.snap.Store(&c)
+	}
+}
 
 // Create stores a new limit, prepared by the caller.
 func (s *Store) Create(ctx context.Context, u *UsageLimit) error {
@@ -145,7 +200,21 @@ func (s *Store) put(ctx context.Context, u *UsageLimit) error {
 		return err
 	}
 	defer s.invalidate()
-	return s.kv.Store(ctx, storePrefix+u.ID, b)
+	if err := s.kv.Store(ctx, storePrefix+u.ID, b); err != nil {
+		return err
+	}
+	return s.announce(ctx)
+}
+
+// announce tells the other instances of a write and waits until they
+// enforce it (Notifier.Announce); this instance's next Active reads the
+// set again.
+func (s *Store) announce(ctx context.Context) error {
+	s.invalidate()
+	if s.notice == nil {
+		return nil
+	}
+	return s.notice.Announce(ctx)
 }
 
 // Get returns a copy of the limit id.
@@ -193,5 +262,8 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 		return err
 	}
 	defer s.invalidate()
-	return s.kv.Delete(ctx, storePrefix+id)
+	if err := s.kv.Delete(ctx, storePrefix+id); err != nil {
+		return err
+	}
+	return s.announce(ctx)
 }

@@ -2,9 +2,11 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,8 +37,11 @@ type heldOpenAI struct {
 	gate    atomic.Pointer[chan struct{}]
 }
 
-func newHeldOpenAI(t *testing.T) *heldOpenAI {
-	h := &heldOpenAI{fakeOpenAI: newFakeOpenAI(t)}
+func newHeldOpenAI(t *testing.T) *heldOpenAI { return holdAnswers(newFakeOpenAI(t)) }
+
+// holdAnswers makes f answer as a heldOpenAI.
+func holdAnswers(f *fakeOpenAI) *heldOpenAI {
+	h := &heldOpenAI{fakeOpenAI: f}
 	open := make(chan struct{})
 	close(open)
 	h.gate.Store(&open)
@@ -231,4 +236,185 @@ func openaiStatus(err error) (int, error) {
 		return e.StatusCode, nil
 	}
 	return 0, err
+}
+
+// burstHeld sends n chat requests (max_tokens 1,000 on gpt-4o-mini, each
+// reserving about US$0.0006) at once through base, spread over bases,
+// while up holds the answers, and returns how many were admitted and
+// how many reached the provider before any answer was let go.
+func burstHeld(t *testing.T, up *heldOpenAI, bases []string, n int, headers ...string) (admitted, reached int) {
+	t.Helper()
+	body := `{"model":"gpt-4o-mini","max_tokens":1000,"messages":[{"role":"user","content":"hi"}]}`
+	release := up.hold()
+	defer release()
+	var refused atomic.Int32
+	codes := make([]int, n)
+	var wg sync.WaitGroup
+	for i := range codes {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			resp, raw := rlChat(t, bases[i%len(bases)], gatewayKey, up.URL, body, headers...)
+			codes[i] = resp.StatusCode
+			if resp.StatusCode != 200 {
+				refused.Add(1)
+				if resp.StatusCode != http.StatusPreconditionFailed {
+					t.Errorf("status %d: %s", resp.StatusCode, raw)
+				}
+			}
+		}(i)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for int(up.arrived.Load()+refused.Load()) < n && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	reached = int(up.arrived.Load())
+	release()
+	wg.Wait()
+	for _, c := range codes {
+		if c == 200 {
+			admitted++
+		}
+	}
+	return admitted, reached
+}
+
+// budgetWaitBlock makes a request on a spent budget wait 1 ms at most for
+// the reservations in flight, so a held burst is refused, not queued.
+const budgetWaitBlock = "\n\t\tbudgets {\n\t\t\tmax_wait 1ms\n\t\t}"
+
+// TestHardening4NewLimitBindsEveryInstance: two gateways on one Redis
+// (this process's Caddy, A, and the gateway binary, B). B serves a
+// request, so it holds a set of usage limits without the new one, then a
+// US$0.001 limit is created through A, and a burst of 50 held requests
+// arrives on B at once: at most the two reservations the budget holds
+// are admitted, whether B's set was fresh (no reload could bring the
+// limit) or B had been idle for 2.5 s (the burst's first request would
+// reload it). Before, B enforced a new limit only from its next reload,
+// and let every other request of the burst pass meanwhile (2 of 3 bursts
+// overspent): the creation now answers once every instance listening
+// for change notices has reloaded.
+func TestHardening4NewLimitBindsEveryInstance(t *testing.T) {
+	requireRedis(t)
+	bin := buildGateway(t)
+	up := holdAnswers(newFakeOpenAI(t))
+	port2 := freePort()
+	dir := t.TempDir()
+	second := rlSite{Redis: redisBlock(false) + budgetWaitBlock, Storage: filepath.Join(dir, "storage"),
+		HTTPPort: port2, AdminPort: freePort(), Log: filepath.Join(dir, "second.log")}
+	startGateway(t, bin, dir, second.caddyfile(), port2)
+	loadRL(t, rlSite{Redis: redisBlock(false) + budgetWaitBlock})
+	baseB := fmt.Sprintf("http://127.0.0.1:%d/v1", port2)
+	for _, idle := range []time.Duration{0, 2500 * time.Millisecond} {
+		t.Run(fmt.Sprintf("idle %v", idle), func(t *testing.T) {
+			tag := uuid.NewString()
+			meta := fmt.Sprintf(`{"case":%q}`, tag)
+			if resp, raw := rlChat(t, baseB, gatewayKey, up.URL, "", "x-gateway-metadata", meta); resp.StatusCode != 200 {
+				t.Fatalf("warm-up request on B: %d %s", resp.StatusCode, raw)
+			}
+			time.Sleep(idle) // the scenario: B idle behind a load balancer
+			limit := `{"name":"burst","type":"cost","credit_limit":0.001,` +
+				`"conditions":[{"key":"metadata.case","value":"` + tag + `"}],"group_by":[{"key":"metadata.case"}]}`
+			if status, m := api(t, gatewayKey, http.MethodPost, "/policies/usage-limits", limit); status != 200 {
+				t.Fatalf("create on A: %d %v", status, m)
+			}
+			admitted, reached := burstHeld(t, up, []string{baseB}, 50, "x-gateway-metadata", meta)
+			t.Logf("limit created on A, 50 held requests on B: %d admitted, %d reached the provider", admitted, reached)
+			if admitted != 2 || reached != 2 {
+				t.Fatalf("B admitted %d of 50 (%d reached the provider) right after a two-reservation limit was created on A; want 2",
+					admitted, reached)
+			}
+		})
+	}
+}
+
+// TestHardening4UsedShowsOvershoot: a request that cost more than its
+// budget had left (it reserved the remainder) shows in /v1/usage/me as
+// used beyond credit_limit, remaining 0. Before, used stopped at the
+// limit and hid the overshoot.
+func TestHardening4UsedShowsOvershoot(t *testing.T) {
+	up := newFakeOpenAI(t)
+	loadRL(t, rlSite{})
+	// A budget smaller than one request: the request reserves what is
+	// left and is charged what it cost; used says so.
+	small := strings.Replace(strings.Replace(tinyBudget, "0.00002", "0.000002", 1), `"value": "*"`, `"value": "second"`, 1)
+	if status, m := api(t, gatewayKey, http.MethodPost, "/policies/usage-limits", small); status != 200 {
+		t.Fatalf("create: %d %v", status, m)
+	}
+	resp, raw := rlChat(t, gatewayURL(), rlSecondKey, up.URL, "")
+	if resp.StatusCode != 200 {
+		t.Fatalf("second key: %d %s", resp.StatusCode, raw)
+	}
+	var me struct {
+		UsageLimits []struct {
+			CreditLimit float64 `json:"credit_limit"`
+			Used        float64 `json:"used"`
+			Remaining   float64 `json:"remaining"`
+		} `json:"usage_limits"`
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		meRaw := call(t, http.MethodGet, "/usage/me", "", 200, nil, "x-gateway-api-key", rlSecondKey)
+		if err := json.Unmarshal(meRaw, &me); err != nil {
+			t.Fatal(err)
+		}
+		var lim *struct {
+			CreditLimit float64 `json:"credit_limit"`
+			Used        float64 `json:"used"`
+			Remaining   float64 `json:"remaining"`
+		}
+		for i := range me.UsageLimits {
+			if me.UsageLimits[i].CreditLimit == 0.000002 {
+				lim = &me.UsageLimits[i]
+			}
+		}
+		if lim != nil && lim.Used > lim.CreditLimit {
+			if lim.Remaining != 0 {
+				t.Fatalf("overshot budget: %+v, want remaining 0", *lim)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("usage/me after a request costing more than the budget: %s, want used above credit_limit 0.000002", meRaw)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestHardening4NoLimitNoStore: a gateway whose Redis is unreachable
+// from the start (a closed port), with no limit declared, serves
+// requests, with llm_ratelimit in front and without, in the default
+// fail_closed mode: no limit means no store is needed. Before, every
+// request was a 503 budget_store_unavailable (or
+// rate_limiter_unavailable). A Caddyfile policy still needs its
+// counters: with one, fail_closed answers 503.
+func TestHardening4NoLimitNoStore(t *testing.T) {
+	up := newFakeOpenAI(t)
+	dead := fmt.Sprintf("127.0.0.1:%d", freePort()) // nothing listens there
+	policy := `
+			policy always-` + uuid.NewString() + ` {
+				type requests
+				unit rpm
+				value 100
+			}`
+	for _, tc := range []struct {
+		name       string
+		site       rlSite
+		wantStatus int
+	}{
+		{"llm_ratelimit, no policy", rlSite{}, 200},
+		{"no llm_ratelimit", rlSite{NoLimiter: true}, 200},
+		{"a Caddyfile policy", rlSite{Limit: policy}, http.StatusServiceUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.site.Redis = "redis " + dead + " {\n\t\t\tfail_closed\n\t\t}"
+			loadRL(t, tc.site)
+			for i := 0; i < 3; i++ {
+				resp, raw := rlChat(t, gatewayURL(), gatewayKey, up.URL, "")
+				if resp.StatusCode != tc.wantStatus {
+					t.Fatalf("request %d with Redis unreachable: %d %s, want %d", i, resp.StatusCode, raw, tc.wantStatus)
+				}
+			}
+		})
+	}
 }

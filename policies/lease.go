@@ -65,6 +65,11 @@ type Reservation struct {
 	Held int64
 	// Reclaimed is what this call gave back from expired reservations.
 	Reclaimed int64
+	// Used is what the key counts in its window after this call,
+	// reservations included: more than the limit when a settlement
+	// charged past it (Decision.Remaining is then 0), so a report can
+	// show what was spent, not the limit.
+	Used int64
 }
 
 // lease is one reservation held in a memory counter.
@@ -169,6 +174,7 @@ func (m *MemoryLimiter) reserve(key string, limit int64, window time.Duration, c
 				r.Held += got
 			}
 		}
+		r.Used = c.total
 	})
 	if !ok {
 		return Reservation{Decision: emptyDecision(limit, int64(window), cost)}, nil

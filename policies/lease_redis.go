@@ -49,7 +49,7 @@ end
 `
 
 // reserveScript returns {allowed, remaining, reset_after_us,
-// retry_after_us, reserved, held, reclaimed}. ARGV[6] is the reservation
+// retry_after_us, reserved, held, reclaimed, used}. ARGV[6] is the reservation
 // id ("" holds nothing), ARGV[7] the lease in microseconds, ARGV[8] "1"
 // when the remainder of the limit may be reserved (Reserve) and "0" when
 // only the whole cost may (Hold).
@@ -77,7 +77,7 @@ local reset = finish()
 keep(reset)
 local remaining = limit - total
 if remaining < 0 then remaining = 0 end
-return {allowed, remaining, reset, retry, got, held, back}
+return {allowed, remaining, reset, retry, got, held, back, total}
 `)
 
 // settleScript returns 1 when the reservation ARGV[6] of ARGV[7] units
@@ -144,7 +144,7 @@ func (r *RedisLimiter) reserve(ctx context.Context, key string, limit int64, win
 	if err != nil {
 		return Reservation{}, fmt.Errorf("policies: redis reserve: %w", err)
 	}
-	if len(res) != 7 {
+	if len(res) != 8 {
 		return Reservation{}, fmt.Errorf("policies: redis reserve: unexpected reply of %d values", len(res))
 	}
 	return Reservation{
@@ -155,7 +155,7 @@ func (r *RedisLimiter) reserve(ctx context.Context, key string, limit int64, win
 			ResetAfter: time.Duration(res[2]) * time.Microsecond,
 			RetryAfter: time.Duration(res[3]) * time.Microsecond,
 		},
-		Reserved: res[4], Held: res[5], Reclaimed: res[6],
+		Reserved: res[4], Held: res[5], Reclaimed: res[6], Used: res[7],
 	}, nil
 }
 

@@ -202,19 +202,19 @@ func (h *Handler) admit(r *http.Request, c *requester) (*verdict, error) {
 			h.st.storeLoaded.Store(true)
 		} else {
 			// Only the first load of a store can fail (later failures
-			// keep the previous set), so the set is unknown.
+			// keep the previous set): no policy created through the API
+			// is known yet. A request none of the Caddyfile's policies
+			// applies to needs no store, whatever the fail mode (a
+			// gateway started while Redis is unreachable answered 503 to
+			// every request though no policy existed); one they apply to
+			// needs its counters, which answer as the fail mode says.
 			if ctx.Err() != nil {
 				return nil, err
 			}
 			h.st.storeDown.failed()
-			h.logFailure("rate-limit policy store unavailable", err)
-			if h.ctl.FailClosed() {
-				return nil, errUnavailable
-			}
+			h.logFailure("rate-limit policy store unavailable; only the Caddyfile's policies are enforced until it answers", err)
 			active = nil
 		}
-	} else if h.ctl.FailClosed() {
-		return nil, errUnavailable
 	}
 	if len(active) == 0 && len(h.static) == 0 {
 		return nil, nil

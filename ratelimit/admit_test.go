@@ -354,19 +354,24 @@ func TestReadBodyBounds(t *testing.T) {
 
 }
 
-// TestStoreFailure checks a policy store that cannot be loaded: the
-// Caddyfile policies still apply when failing open; closed answers 503.
+// TestStoreFailure checks a policy store that cannot be loaded (and
+// never was: no API policy is known): in either fail mode the Caddyfile
+// policies still apply, and a request none applies to needs no store
+// (before, failing closed answered 503 to every request).
 func TestStoreFailure(t *testing.T) {
 	for _, closed := range []bool{false, true} {
-		ctl := newControl()
-		ctl.store, ctl.failClosed = brokenStore{ctl.store}, closed
-		h := newHandler(t, ctl, &StaticPolicy{Name: "s", Type: "requests", Unit: "rpm", Value: 5})
-		v, err := h.admit(newRequest("key-alice", nil), nil)
-		if closed && err != errUnavailable {
-			t.Fatalf("fail closed: %v", err)
-		}
-		if !closed && (err != nil || v == nil || v.grants[0].policy.ID != StaticID("s")) {
-			t.Fatalf("fail open: %+v %v", v, err)
+		for _, static := range []bool{false, true} {
+			ctl := newControl()
+			ctl.store, ctl.failClosed = brokenStore{ctl.store}, closed
+			var sp []*StaticPolicy
+			if static {
+				sp = append(sp, &StaticPolicy{Name: "s", Type: "requests", Unit: "rpm", Value: 5})
+			}
+			h := newHandler(t, ctl, sp...)
+			v, err := h.admit(newRequest("key-alice", nil), nil)
+			if err != nil || (v == nil) == static || (static && v.grants[0].policy.ID != StaticID("s")) {
+				t.Fatalf("fail closed %v, Caddyfile policy %v: %+v %v", closed, static, v, err)
+			}
 		}
 	}
 }
