@@ -2,9 +2,12 @@ package console
 
 import (
 	"errors"
+	"fmt"
 	"html/template"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -69,6 +72,19 @@ func (h *Handler) signin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := strings.TrimSpace(r.PostFormValue("key"))
+	// Every attempt counts, before the key is checked: a guess costs as
+	// much as a sign-in.
+	throttled := key
+	if len(throttled) > maxKeyLen {
+		throttled = ""
+	}
+	if wait, ok := h.sessions.admitSignIn(clientAddress(r), throttled); !ok {
+		secs := int((wait + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		h.render(w, r, http.StatusTooManyRequests, "signin", &page{Title: "Sign in",
+			Err: fmt.Sprintf("too many sign-in attempts; try again in %d seconds", secs)})
+		return
+	}
 	if key == "" || len(key) > maxKeyLen {
 		h.render(w, r, http.StatusUnauthorized, "signin", &page{Title: "Sign in", Err: "enter a gateway key"})
 		return

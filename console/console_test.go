@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -366,9 +367,10 @@ func TestHostileInput(t *testing.T) {
 }
 
 func TestSessionBound(t *testing.T) {
+	// Distinct keys: one key holds at most MaxSessionsPerKey sessions.
 	s := newSessions()
 	for i := 0; i < MaxSessions; i++ {
-		if _, _, err := s.create("k", DefaultSessionTTL); err != nil {
+		if _, _, err := s.create("k"+strconv.Itoa(i), DefaultSessionTTL); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -378,7 +380,7 @@ func TestSessionBound(t *testing.T) {
 	// Expired sessions make room.
 	s2 := newSessions()
 	for i := 0; i < MaxSessions; i++ {
-		_, _, _ = s2.create("k", -1)
+		_, _, _ = s2.create("k"+strconv.Itoa(i), -1)
 	}
 	if _, _, err := s2.create("k", DefaultSessionTTL); err != nil {
 		t.Fatalf("expired sessions kept their room: %v", err)

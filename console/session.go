@@ -2,6 +2,7 @@ package console
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
@@ -15,6 +16,10 @@ const (
 	// after expired sessions are dropped, are refused rather than growing
 	// memory without bound.
 	MaxSessions = 10000
+	// MaxSessionsPerKey bounds the sessions of one gateway key: a key
+	// signing in again past it ends its own oldest session, so no key
+	// can fill the table (MaxSessions) and lock everyone else out.
+	MaxSessionsPerKey = 20
 	// DefaultSessionTTL is how long a session lasts after sign-in.
 	DefaultSessionTTL = 8 * time.Hour
 	// maxFlash bounds a message carried to the next page.
@@ -24,10 +29,17 @@ const (
 // errTooManySessions is returned by create when the store is full.
 var errTooManySessions = errors.New("too many console sessions")
 
+// keyID names a gateway key in the session store's indexes without
+// keeping another copy of it: its SHA-256.
+type keyID [sha256.Size]byte
+
+func keyIDOf(key string) keyID { return sha256.Sum256([]byte(key)) }
+
 // session is one signed-in browser. The gateway key lives only here, in
 // server memory: the cookie holds a random id, never the key.
 type session struct {
 	key     string
+	kid     keyID
 	csrf    string
 	expires time.Time
 	// secret is a newly created or rotated key to show once on the next
@@ -38,17 +50,23 @@ type session struct {
 	flash string
 }
 
-// sessions holds the console's sessions. It lives in a caddy.UsagePool,
-// so a config reload keeps everyone signed in.
+// sessions holds the console's sessions and its sign-in throttle. It
+// lives in a caddy.UsagePool, so a config reload keeps everyone signed
+// in and keeps counting their sign-ins.
 type sessions struct {
 	mu sync.Mutex
 	m  map[string]*session
+	// byKey lists each key's live session ids, oldest first (at most
+	// MaxSessionsPerKey).
+	byKey map[keyID][]string
+	// signins throttles sign-in attempts (signin_throttle.go).
+	signins *signinThrottle
 	// now is time.Now outside tests.
 	now func() time.Time
 }
 
 func newSessions() *sessions {
-	return &sessions{m: make(map[string]*session), now: time.Now}
+	return &sessions{m: make(map[string]*session), byKey: make(map[keyID][]string), signins: newSigninThrottle(), now: time.Now}
 }
 
 // Destruct lets the store live in a caddy.UsagePool.
@@ -63,15 +81,23 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// create starts a session for key lasting ttl and returns its id.
+// create starts a session for key lasting ttl and returns its id. A key
+// already holding MaxSessionsPerKey sessions loses its oldest.
 func (s *sessions) create(key string, ttl time.Duration) (string, *session, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
+	kid := keyIDOf(key)
+	if ids := s.byKey[kid]; len(ids) >= MaxSessionsPerKey {
+		// remove copies the list it changes, so ids stays as it was.
+		for _, old := range ids[:len(ids)-MaxSessionsPerKey+1] {
+			s.remove(old)
+		}
+	}
 	if len(s.m) >= MaxSessions {
 		for id, v := range s.m {
 			if !now.Before(v.expires) {
-				delete(s.m, id)
+				s.remove(id)
 			}
 		}
 		if len(s.m) >= MaxSessions {
@@ -79,9 +105,31 @@ func (s *sessions) create(key string, ttl time.Duration) (string, *session, erro
 		}
 	}
 	id := randomToken()
-	v := &session{key: key, csrf: randomToken(), expires: now.Add(ttl)}
+	v := &session{key: key, kid: kid, csrf: randomToken(), expires: now.Add(ttl)}
 	s.m[id] = v
+	s.byKey[kid] = append(s.byKey[kid], id)
 	return id, v, nil
+}
+
+// remove deletes session id and its place in byKey. The caller holds mu.
+func (s *sessions) remove(id string) {
+	v, ok := s.m[id]
+	if !ok {
+		return
+	}
+	delete(s.m, id)
+	ids := s.byKey[v.kid]
+	for i, x := range ids {
+		if x == id {
+			ids = append(ids[:i:i], ids[i+1:]...)
+			break
+		}
+	}
+	if len(ids) == 0 {
+		delete(s.byKey, v.kid)
+	} else {
+		s.byKey[v.kid] = ids
+	}
 }
 
 // get returns a copy of the live session id names, or false. The copy
@@ -97,7 +145,7 @@ func (s *sessions) get(id string) (session, bool) {
 		return session{}, false
 	}
 	if !s.now().Before(v.expires) {
-		delete(s.m, id)
+		s.remove(id)
 		return session{}, false
 	}
 	return *v, true
@@ -139,7 +187,7 @@ func (s *sessions) setFlash(id, msg string) {
 func (s *sessions) drop(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.m, id)
+	s.remove(id)
 }
 
 // validCSRF reports, in constant time, whether token is the session's.
