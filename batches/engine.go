@@ -396,7 +396,8 @@ func (e *Engine) checkInput(ctx context.Context, caller Caller, id string) error
 			if ae := new(apierror.Error); errors.As(err, &ae) && ae.Status == http.StatusNotFound {
 				return notFound
 			}
-			return err
+			// A store fault is the file store's 503, not a 500.
+			return files.AsAPIError(err)
 		}
 		if f.Purpose != files.PurposeBatch {
 			return apierror.BadRequest("input_file_id", "input_file_id %s must be a file uploaded with purpose 'batch'", apierror.QuoteID(id))
@@ -620,10 +621,11 @@ func (e *Engine) All(ctx context.Context, workspace string) ([]*Batch, error) {
 	return all, nil
 }
 
-// SortNewestFirst orders batches by created_at descending, the order of
-// every batch list. Within one second managed batches keep their creation
-// order (record.Created) and come before a provider's, which are ordered
-// by id, the best their second-resolution created_at allows.
+// SortNewestFirst orders managed batches by created_at descending, the
+// order of every batch list; within one second they keep their creation
+// order (record.Created). A provider's list is not sorted with them but
+// merged in its own order (the handler's mergeNewestFirst): its
+// second-resolution created_at cannot recover that order.
 func SortNewestFirst(bs []*Batch) {
 	sort.SliceStable(bs, func(i, j int) bool {
 		a, b := bs[i], bs[j]

@@ -57,7 +57,7 @@ func (s *Store) writeChunks(ctx context.Context, workspace string, r io.Reader) 
 			}
 			if serr := s.kv.Store(ctx, s.chunkKey(workspace, rec.ID, rec.Chunks), bytes.Clone(buf[:n])); serr != nil {
 				s.dropChunks(workspace, rec.ID, rec.Chunks)
-				return nil, fmt.Errorf("files: storing content: %w", serr)
+				return nil, &StoreError{Op: "storing content", Err: serr}
 			}
 			rec.Chunks++
 			rec.Bytes += int64(n)
@@ -96,8 +96,8 @@ func (s *Store) Chunks(ctx context.Context, workspace, id string) (*File, int, e
 }
 
 // Chunk returns chunk i of the content of id in workspace, as counted by
-// Chunks. Storage errors are returned as they are, so a caller may retry
-// them; a missing chunk is a 404 apierror.
+// Chunks. Storage faults are a *StoreError, which a caller may retry; a
+// missing chunk is a 404 apierror.
 func (s *Store) Chunk(ctx context.Context, workspace, id string, i int) ([]byte, error) {
 	rec, err := s.getRecord(ctx, workspace, id)
 	if err != nil {
@@ -111,7 +111,10 @@ func (s *Store) Chunk(ctx context.Context, workspace, id string, i int) ([]byte,
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, NotFound(id)
 	}
-	return b, err
+	if err != nil {
+		return nil, &StoreError{Op: "reading content", Err: err}
+	}
+	return b, nil
 }
 
 // ChunkReader reads n chunks in order through load, one at a time; a

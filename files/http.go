@@ -59,7 +59,7 @@ func (s *Store) ServeFiles(w http.ResponseWriter, r *http.Request, workspace str
 		err = apierror.Newf(http.StatusMethodNotAllowed, apierror.TypeInvalidRequest, "%s is not supported on %s", r.Method, apierror.QuotePath(r.URL.Path))
 	}
 	if err != nil {
-		apierror.Write(w, apierror.As(err))
+		apierror.Write(w, AsAPIError(err))
 	}
 	return true
 }
@@ -71,10 +71,7 @@ func serveContent(w http.ResponseWriter, rd io.Reader, f *File) error {
 	first := make([]byte, ChunkBytes)
 	n, err := io.ReadFull(rd, first)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
-		if ae := new(apierror.Error); errors.As(err, &ae) {
-			return ae
-		}
-		return storeFailure()
+		return err
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.FormatInt(f.Bytes, 10))
@@ -125,8 +122,12 @@ func (s *Store) serveUpload(w http.ResponseWriter, r *http.Request, workspace st
 				return apierror.BadRequest("file", "upload one 'file'")
 			}
 			if rec, err = s.writeChunks(r.Context(), workspace, part); err != nil {
-				if ae := new(apierror.Error); errors.As(err, &ae) {
-					return ae
+				var (
+					ae *apierror.Error
+					se *StoreError
+				)
+				if errors.As(err, &ae) || errors.As(err, &se) {
+					return err
 				}
 				return uploadReadError(err, limit)
 			}
@@ -149,7 +150,7 @@ func (s *Store) serveUpload(w http.ResponseWriter, r *http.Request, workspace st
 	}
 	rec.Filename, rec.Purpose = filename, purpose
 	if err := s.storeMeta(r.Context(), rec); err != nil {
-		return apierror.New(http.StatusInternalServerError, apierror.TypeServer, "the gateway could not store the file")
+		return err
 	}
 	f := rec.File
 	rec = nil // stored: keep its chunks

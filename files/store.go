@@ -13,7 +13,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io/fs"
 	"net/http"
 	"sort"
@@ -166,7 +165,7 @@ func (s *Store) storeMeta(ctx context.Context, rec *record) error {
 		return err
 	}
 	if err := s.kv.Store(ctx, s.metaKey(rec.Workspace, rec.ID), meta); err != nil {
-		return fmt.Errorf("files: storing metadata: %w", err)
+		return &StoreError{Op: "storing metadata", Err: err}
 	}
 	return nil
 }
@@ -182,26 +181,37 @@ func NotFound(id string) *apierror.Error {
 	return apierror.Newf(http.StatusNotFound, apierror.TypeInvalidRequest, "No such File object: %s", apierror.QuoteID(id)).WithCode("not_found")
 }
 
+// storeFailure is the 500 of a file record that was read but cannot be
+// understood (not JSON, or over the bounds): no retry will mend it.
 func storeFailure() *apierror.Error {
-	return apierror.New(http.StatusInternalServerError, apierror.TypeServer, "the gateway could not read its file store")
+	return apierror.New(http.StatusInternalServerError, apierror.TypeServer, "the gateway could not read a record of its file store")
 }
 
+// errCorrupt marks a record loadMeta read but could not parse.
+var errCorrupt = errors.New("files: unreadable record")
+
+// loadMeta reads a record: fs.ErrNotExist when there is none, a
+// *StoreError when the KV failed, errCorrupt when it is not a record.
 func (s *Store) loadMeta(ctx context.Context, key string) (*record, error) {
 	data, err := s.kv.Load(ctx, key)
-	if err != nil {
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	if err := jsonlimit.Object(data); err != nil {
-		return nil, err
+	if err != nil {
+		return nil, &StoreError{Op: "reading metadata", Err: err}
+	}
+	if jsonlimit.Object(data) != nil {
+		return nil, errCorrupt
 	}
 	var rec record
-	if err := json.Unmarshal(data, &rec); err != nil {
-		return nil, err
+	if json.Unmarshal(data, &rec) != nil {
+		return nil, errCorrupt
 	}
 	return &rec, nil
 }
 
-// Get returns the object of id in workspace, or a 404 apierror.
+// Get returns the object of id in workspace, or a 404 apierror; a
+// *StoreError when the KV fails (see AsAPIError).
 func (s *Store) Get(ctx context.Context, workspace, id string) (*File, error) {
 	rec, err := s.getRecord(ctx, workspace, id)
 	if err != nil {
@@ -215,11 +225,13 @@ func (s *Store) getRecord(ctx context.Context, workspace, id string) (*record, e
 		return nil, NotFound(id)
 	}
 	rec, err := s.loadMeta(ctx, s.metaKey(workspace, id))
-	if errors.Is(err, fs.ErrNotExist) {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, NotFound(id)
-	}
-	if err != nil {
+	case errors.Is(err, errCorrupt):
 		return nil, storeFailure()
+	case err != nil:
+		return nil, err
 	}
 	if rec.Workspace != workspace || rec.ID != id {
 		return nil, NotFound(id)
@@ -227,8 +239,9 @@ func (s *Store) getRecord(ctx context.Context, workspace, id string) (*record, e
 	return rec, nil
 }
 
-// Content returns the bytes of id in workspace, or a 404 apierror. It
-// holds the whole file; Open reads it a chunk at a time.
+// Content returns the bytes of id in workspace, or a 404 apierror (a
+// *StoreError when the KV fails). It holds the whole file; Open reads it
+// a chunk at a time.
 func (s *Store) Content(ctx context.Context, workspace, id string) ([]byte, *File, error) {
 	r, f, err := s.Open(ctx, workspace, id)
 	if err != nil {
@@ -236,10 +249,7 @@ func (s *Store) Content(ctx context.Context, workspace, id string) ([]byte, *Fil
 	}
 	buf := bytes.NewBuffer(make([]byte, 0, min(f.Bytes, s.MaxBytes())+1))
 	if _, err := buf.ReadFrom(r); err != nil {
-		if ae := new(apierror.Error); errors.As(err, &ae) {
-			return nil, nil, ae
-		}
-		return nil, nil, storeFailure()
+		return nil, nil, err
 	}
 	return buf.Bytes(), f, nil
 }
@@ -253,7 +263,7 @@ func (s *Store) Delete(ctx context.Context, workspace, id string) error {
 	// Metadata first: a file without metadata is invisible, and its
 	// orphaned content is harmless if the second delete fails.
 	if err := s.kv.Delete(ctx, s.metaKey(workspace, id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return storeFailure()
+		return &StoreError{Op: "deleting metadata", Err: err}
 	}
 	if rec.Layout == layoutChunked {
 		for i := 0; i < rec.Chunks; i++ {
@@ -290,7 +300,7 @@ type Page struct {
 func (s *Store) List(ctx context.Context, workspace string, p ListParams) (*Page, error) {
 	keys, err := ListKeys(ctx, s.kv, WorkspaceDir(s.cfg.Prefix, workspace), false)
 	if err != nil {
-		return nil, storeFailure()
+		return nil, &StoreError{Op: "listing", Err: err}
 	}
 	var all []*File
 	for _, k := range keys {
@@ -298,6 +308,12 @@ func (s *Store) List(ctx context.Context, workspace string, p ListParams) (*Page
 			continue
 		}
 		rec, err := s.loadMeta(ctx, k)
+		var se *StoreError
+		if errors.As(err, &se) {
+			// A store that fails mid-list would hide files: the list
+			// is refused instead.
+			return nil, err
+		}
 		if err != nil || rec.Workspace != workspace {
 			continue // deleted meanwhile, or unreadable: not listed
 		}

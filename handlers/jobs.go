@@ -147,16 +147,16 @@ func (g *Gateway) mergedBatchList(r *http.Request, q *Request, caller batches.Ca
 		return &localAnswer{op: "batches", held: &heldAnswer{status: res.status, header: h, body: res.body.Bytes()}}, nil
 	}
 	raw := make(map[*batches.Batch]json.RawMessage)
+	var theirs []*batches.Batch
 	for _, item := range gjson.GetBytes(res.body.Bytes(), "data").Array() {
 		b := &batches.Batch{}
 		if json.Unmarshal([]byte(item.Raw), b) != nil || b.ID == "" {
 			continue
 		}
 		raw[b] = json.RawMessage(item.Raw)
-		all = append(all, b)
+		theirs = append(theirs, b)
 	}
-	batches.SortNewestFirst(all)
-	page := pageBatches(all, query.Get("after"), limit)
+	page := pageBatches(mergeNewestFirst(all, theirs), query.Get("after"), limit)
 	data := make([]json.RawMessage, len(page.Data))
 	for i, b := range page.Data {
 		if data[i] = raw[b]; data[i] == nil {
@@ -204,6 +204,28 @@ func (g *Gateway) providerBatchList(r *http.Request, q *Request) (*memoryWriter,
 		return w, ErrIncomplete
 	}
 	return w, nil
+}
+
+// mergeNewestFirst merges the managed batches (newest first, as All
+// returns them) with a provider's list, keeping the order of each: the
+// provider's list is in its own order, which its second-resolution
+// created_at cannot recover (batches created in one second would be
+// reordered by any sort). A provider batch goes before the managed ones
+// only when it is newer; within one second managed batches come first.
+func mergeNewestFirst(ours, theirs []*batches.Batch) []*batches.Batch {
+	out := make([]*batches.Batch, 0, len(ours)+len(theirs))
+	i, j := 0, 0
+	for i < len(ours) && j < len(theirs) {
+		if theirs[j].CreatedAt > ours[i].CreatedAt {
+			out = append(out, theirs[j])
+			j++
+		} else {
+			out = append(out, ours[i])
+			i++
+		}
+	}
+	out = append(out, ours[i:]...)
+	return append(out, theirs[j:]...)
 }
 
 // pageBatches returns the page of sorted bs after the batch after (from
