@@ -250,7 +250,7 @@ var authErrors = map[keys.Result]struct{ code, msg string }{
 func (a *App) AuthError(presented string) *apierror.Error {
 	if presented == "" {
 		return apierror.New(http.StatusUnauthorized, apierror.TypeAuthentication,
-			"missing gateway API key: send it in the "+ingress.Prefix+ingress.APIKey+" header, or as Authorization: Bearer when it is a "+keys.KeyPrefix+" key").WithCode("invalid_api_key")
+			"missing gateway API key: send it in the "+ingress.Prefix+ingress.APIKey+" header, or as the client's API key (Authorization: Bearer or x-api-key)").WithCode("invalid_api_key")
 	}
 	if a.keyStore != nil {
 		if _, _, res := a.keyStore.Lookup(presented); res != keys.Valid {

@@ -429,7 +429,7 @@ func TestRestartNotResumable(t *testing.T) {
 		}
 		return nil
 	}
-	b := e.create(t, e.engine, e.upload(t, chatLines(3)), http.Header{"Authorization": {"Bearer sk-provider"}, "X-Gateway-Provider": {"anthropic"}})
+	b := e.create(t, e.engine, e.upload(t, chatLines(3)), http.Header{"X-Gateway-Api-Key": {"k"}, "Authorization": {"Bearer sk-provider"}, "X-Gateway-Provider": {"anthropic"}})
 	<-second
 	e.engine.Stop()
 	raw, _ := e.kv.Load(context.Background(), e.engine.key(e.caller.WorkspaceID, b.ID))

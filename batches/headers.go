@@ -46,7 +46,8 @@ func init() {
 // persistable only when it names a saved config; an inline JSON config can
 // hold credentials, and so can a custom host URL with userinfo
 // (https://user:pass@host) or a query. Authorization holding a gateway key
-// (keys.KeyPrefix, or the same value as x-gateway-api-key) is the caller's
+// (keys.KeyPrefix, the same value as x-gateway-api-key, or any value when
+// no x-gateway-api-key was sent, see ingress.GatewayKey) is the caller's
 // own authentication, not a provider key, and is dropped too, as is any
 // Authorization of a request that names a virtual key and no config: the
 // router then takes the provider key from the virtual key and never reads
@@ -97,6 +98,12 @@ func unusedAuthorization(h http.Header, vs []string) bool {
 		return true
 	}
 	gk, _ := ingress.Get(h, ingress.APIKey)
+	if gk == "" {
+		// Without x-gateway-api-key the client's API key is the gateway
+		// key (ingress.GatewayKey): the creator's own, never a
+		// provider's.
+		return len(vs) > 0
+	}
 	for _, v := range vs {
 		tok := ingress.BearerToken(v)
 		if !strings.HasPrefix(tok, keys.KeyPrefix) && (gk == "" || tok != gk) {

@@ -11,18 +11,46 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
-// identify authenticates the caller of r (x-gateway-api-key, or a gateway
-// key sent as Authorization: Bearer, which ingress moved there) and
-// applies its key's defaults to hdr (app.Identity.ApplyDefaults, which
-// llm_ratelimit applies too). A refused key gets the 401 saying
-// why (expired, revoked, disabled, rotated out, unknown, missing).
+// identify authenticates the caller of r and applies its key's defaults
+// to hdr. The gateway key is x-gateway-api-key, else the client's own API
+// key (Authorization: Bearer or x-api-key, whatever the key's origin),
+// as ingress read it; the defaults are app.Identity.ApplyDefaults, which
+// llm_ratelimit applies too. A refused key gets the 401 saying why
+// (expired, revoked, disabled, rotated out, unknown, missing).
 func (g *Gateway) identify(r *http.Request, hdr *ingress.Headers) (*app.Identity, error) {
+	if id, ok := r.Context().Value(identityKey{}).(*app.Identity); ok && id != nil {
+		// A run without a client (a managed batch line) is its creator
+		// and sends no gateway key: a token ingress took for one is the
+		// creator's provider key, unless the gateway knows it as a key
+		// (a creator that authenticated with Authorization: Bearer).
+		if hdr.KeyFrom != ingress.KeyFromHeader {
+			if _, known := g.app.Authenticate(hdr.APIKey); !known {
+				hdr.AsProviderKey(r.Header)
+			}
+		}
+		id.ApplyDefaults(hdr)
+		return id, nil
+	}
 	id, ok := g.authenticate(r, hdr.APIKey)
 	if !ok {
-		return nil, g.app.AuthError(hdr.APIKey)
+		e := g.app.AuthError(hdr.APIKey)
+		if hdr.KeyFrom != ingress.KeyFromHeader && e.Code == "invalid_api_key" {
+			// Say where the key was read from: a client that sent its
+			// provider key alone learns where the gateway key goes.
+			e.Message += ": without an " + ingress.Prefix + ingress.APIKey + " header, the key sent as " +
+				keySource[hdr.KeyFrom] + " is taken as the gateway key (send a provider key of your own beside " +
+				ingress.Prefix + ingress.APIKey + ")"
+		}
+		return nil, e
 	}
 	id.ApplyDefaults(hdr)
 	return id, nil
+}
+
+// keySource names, for a 401, the header a gateway key was read from.
+var keySource = map[string]string{
+	ingress.KeyFromAuthorization: "Authorization: Bearer",
+	ingress.KeyFromXAPIKey:       "x-api-key",
 }
 
 // checkModel refuses a model the caller's key may not use: the body's

@@ -75,9 +75,14 @@ const (
 // Headers is what the client said in its gateway headers. It is parsed
 // once per request and never holds anything but the client's own values.
 type Headers struct {
-	APIKey         string
+	// APIKey is the gateway key: x-gateway-api-key, else the client's
+	// own API key (see clientKey); KeyFrom says which.
+	APIKey  string
+	KeyFrom string
+	// Authorization is the provider token, "Bearer " stripped: the
+	// Authorization or x-api-key header that is not the gateway key.
+	Authorization  string
 	Provider       string
-	Authorization  string // provider token, "Bearer " stripped
 	VirtualKey     string
 	Config         string // JSON object or saved config id
 	CustomHost     string
@@ -238,31 +243,42 @@ func Parse(h http.Header) (*Headers, error) {
 		return nil, apierror.BadRequest(Prefix+TraceID, "header %s%s must be at most %d bytes", Prefix, TraceID, MaxTraceIDBytes)
 	}
 	out.CacheNamespace = get(slotCacheNamespace)
+	var bearer, xKey string
 	if vs := h["Authorization"]; len(vs) > 0 {
-		out.Authorization = BearerToken(vs[0])
-	}
-	if out.APIKey == "" && keys.IsKey(out.Authorization) {
-		// A plain OpenAI client sends the gateway key as its API key: it
-		// is the caller's key then, never a provider's.
-		out.APIKey, out.Authorization = out.Authorization, ""
+		bearer = BearerToken(vs[0])
 	}
 	if vs := h["X-Api-Key"]; len(vs) > 0 {
-		// Anthropic's clients (Claude Code, the SDKs) send their key in
-		// x-api-key: the gateway key when it has its format, which is
-		// then moved to the gateway's own header, which no call
-		// forwards (and which a later Parse of the same request, the
-		// rate limiter's and the gateway's, reads alike); otherwise the
-		// provider key, when Authorization named none.
-		switch k := strings.TrimSpace(vs[0]); {
-		case keys.IsKey(k):
-			if out.APIKey == "" {
-				out.APIKey = k
-				h[canonicalAPIKey] = []string{k}
-			}
-			delete(h, "X-Api-Key")
-		case out.Authorization == "":
-			out.Authorization = k
+		xKey = strings.TrimSpace(vs[0])
+	}
+	from := KeyFromHeader
+	if out.APIKey == "" {
+		out.APIKey, from = clientKey(bearer, xKey)
+	}
+	out.KeyFrom = from
+	switch {
+	case from == KeyFromAuthorization:
+		// The other of the two is the provider's key, unless it has a
+		// gateway key's form.
+		if !keys.IsKey(xKey) {
+			out.Authorization = xKey
 		}
+	case from == KeyFromXAPIKey:
+		out.Authorization = bearer
+	case bearer != "":
+		out.Authorization = bearer
+	case !keys.IsKey(xKey):
+		// A gateway key's form is never a provider key.
+		out.Authorization = xKey
+	}
+	if from == KeyFromXAPIKey || (xKey != "" && keys.IsKey(xKey)) {
+		// The gateway key moves to the gateway's own header, which no
+		// call forwards (x-api-key is passed through to a provider), and
+		// which a later Parse of the same request, the rate limiter's
+		// and the gateway's, reads alike.
+		if from == KeyFromXAPIKey {
+			h[canonicalAPIKey] = []string{xKey}
+		}
+		delete(h, "X-Api-Key")
 	}
 
 	if md := get(slotMetadata); md != "" {
@@ -304,25 +320,78 @@ func Parse(h http.Header) (*Headers, error) {
 	return out, nil
 }
 
-// GatewayKey returns the gateway key of a request: the x-gateway-api-key
-// header, else an Authorization bearer token in the gateway key format
-// (keys.IsKey), as a plain OpenAI client sends it, else an x-api-key in
-// that format, as Anthropic's clients send it.
+// Where Headers.APIKey was found.
+const (
+	// KeyFromHeader: the x-gateway-api-key (or x-portkey-api-key)
+	// header, or no key at all.
+	KeyFromHeader = ""
+	// KeyFromAuthorization: the Authorization bearer token.
+	KeyFromAuthorization = "authorization"
+	// KeyFromXAPIKey: the x-api-key header (Anthropic's clients).
+	KeyFromXAPIKey = "x-api-key"
+)
+
+// clientKey picks the gateway key of a request that sent no
+// x-gateway-api-key from the two headers clients send their one API key
+// in: a key in the API's gw- form wherever it is, else the bearer token,
+// else x-api-key. A client that knows only a base URL and a key (an
+// OpenAI SDK, Claude Code) authenticates with the gateway key itself,
+// whatever its origin (a Caddyfile key such as dev-key, or one the API
+// issued), and the route (the key's defaults, a virtual key or config
+// header) supplies the provider's key. A provider key of the client's own
+// is sent beside x-gateway-api-key, never instead of it.
+func clientKey(bearer, xKey string) (string, string) {
+	switch {
+	case keys.IsKey(bearer):
+		return bearer, KeyFromAuthorization
+	case keys.IsKey(xKey):
+		return xKey, KeyFromXAPIKey
+	case bearer != "":
+		return bearer, KeyFromAuthorization
+	case xKey != "":
+		return xKey, KeyFromXAPIKey
+	}
+	return "", KeyFromHeader
+}
+
+// GatewayKey returns the gateway key of a request as Parse reads it: the
+// x-gateway-api-key header, else the client's own API key (clientKey).
+// It changes nothing in h.
 func GatewayKey(h http.Header) string {
 	if k, _ := Get(h, APIKey); k != "" {
 		return strings.TrimSpace(k)
 	}
+	var bearer, xKey string
 	if vs := h["Authorization"]; len(vs) > 0 {
-		if t := BearerToken(vs[0]); keys.IsKey(t) {
-			return t
-		}
+		bearer = BearerToken(vs[0])
 	}
 	if vs := h["X-Api-Key"]; len(vs) > 0 {
-		if t := strings.TrimSpace(vs[0]); keys.IsKey(t) {
-			return t
-		}
+		xKey = strings.TrimSpace(vs[0])
 	}
-	return ""
+	k, _ := clientKey(bearer, xKey)
+	return k
+}
+
+// AsProviderKey reads the headers of a request whose caller is already
+// known (a managed batch line runs as its creator, and its stored headers
+// hold no gateway key) the way they would read beside an
+// x-gateway-api-key: the token Parse took as the gateway key
+// (KeyFromAuthorization or KeyFromXAPIKey) is the provider's key again.
+// h is the request's header, which Parse changed.
+func (hd *Headers) AsProviderKey(h http.Header) {
+	switch hd.KeyFrom {
+	case KeyFromAuthorization:
+		hd.Authorization = hd.APIKey
+	case KeyFromXAPIKey:
+		h["X-Api-Key"] = []string{hd.APIKey}
+		delete(h, canonicalAPIKey)
+		if hd.Authorization == "" {
+			hd.Authorization = hd.APIKey
+		}
+	default:
+		return
+	}
+	hd.APIKey, hd.KeyFrom = "", KeyFromHeader
 }
 
 // canonicalAPIKey is the gateway key header's name in a parsed header.

@@ -27,7 +27,7 @@ func TestParse(t *testing.T) {
 		},
 		{
 			name:    "bare token",
-			headers: map[string]string{"Authorization": "sk-bare"},
+			headers: map[string]string{"x-gateway-api-key": "k", "Authorization": "sk-bare"},
 			check: func(t *testing.T, h *Headers) {
 				if h.Authorization != "sk-bare" {
 					t.Fatalf("token %q", h.Authorization)
@@ -54,7 +54,7 @@ func TestParse(t *testing.T) {
 		},
 		{
 			name:    "Authorization wins over x-api-key for the provider key",
-			headers: map[string]string{"x-api-key": "sk-ant-1", "Authorization": "Bearer sk-2"},
+			headers: map[string]string{"x-gateway-api-key": "k", "x-api-key": "sk-ant-1", "Authorization": "Bearer sk-2"},
 			check: func(t *testing.T, h *Headers) {
 				if h.Authorization != "sk-2" {
 					t.Fatalf("%+v", h)
@@ -237,8 +237,8 @@ func TestXAPIKeyGatewayKey(t *testing.T) {
 	if got, err := Parse(h); err != nil || got.APIKey != key || GatewayKey(h) != key {
 		t.Fatalf("second parse: %+v %v", got, err)
 	}
-	h = http.Header{"X-Api-Key": {"sk-ant-1"}}
-	if got := GatewayKey(h); got != "" {
+	h = http.Header{"X-Gateway-Api-Key": {"k"}, "X-Api-Key": {"sk-ant-1"}}
+	if got := GatewayKey(h); got != "k" {
 		t.Fatalf("a provider key taken for the gateway key: %q", got)
 	}
 	if _, err := Parse(h); err != nil || h.Get("X-Api-Key") != "sk-ant-1" {
