@@ -385,15 +385,17 @@ func TestBoundsBatchListKeepsProviderOrder(t *testing.T) {
 	}
 	loadProviderSite(t)
 	client := newClient("x-gateway-provider", "openai", "x-gateway-custom-host", up.URL+"/v1")
-	page, err := client.Batches.List(context.Background(), openai.BatchListParams{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Every page: managed batches of earlier tests of this process come
+	// first (they are newer).
 	var ids []string
-	for _, b := range page.Data {
-		if strings.HasPrefix(b.ID, "batch_prov_") {
+	iter := client.Batches.ListAutoPaging(context.Background(), openai.BatchListParams{Limit: openai.Int(100)})
+	for iter.Next() {
+		if b := iter.Current(); strings.HasPrefix(b.ID, "batch_prov_") {
 			ids = append(ids, b.ID)
 		}
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
 	}
 	if strings.Join(ids, ",") != "batch_prov_a,batch_prov_c,batch_prov_b" {
 		t.Fatalf("provider batches in the order %v", ids)
