@@ -60,16 +60,18 @@ var roadExcluded = []struct{ way, route, rule, why string }{
 // closed). Filled from roadGaps, which names them by groups.
 var knownGaps = map[string]string{}
 
-var allRoutes = []string{"provider", "virtual-key", "config", "key-vk-bearer", "key-config-x-api-key"}
-
 var roadGaps = []struct {
 	ways, routes []string
 	rule, cause  string
 }{
-	{[]string{"chat", "chat-stream", "completions", "embeddings", "responses", "batch"}, allRoutes, "models-dup",
-		`the gateway checks the first "model" member (handlers/request.go:287 readModelStream, internal/jsonlimit/member.go:37 keeps the first) and forwards the body unchanged, so the provider serves the last`},
-	{[]string{"messages"}, []string{"config", "key-config-x-api-key"}, "output",
-		`handlers/guardrails.go:285 judges a translated Messages target's held answer while it is still the chat completion, but guardrails/text.go:67 reads a messages answer's "content", so no text is judged and the check passes`},
+	// None on main now. Until the fixes of issue 34 landed these cells
+	// failed: the duplicate model member on every way but Messages and
+	// prompts (the gateway checked the first member, the provider served
+	// the last); the cost budget on both key-default routes of every way
+	// (llm_ratelimit priced only a provider its headers named, so it
+	// reserved nothing); output guardrails on translated Messages JSON
+	// (judged where no Messages text was found). An entry is
+	// {ways, routes, rule, cause}.
 }
 
 func init() {
