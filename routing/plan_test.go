@@ -37,7 +37,10 @@ var testResolver = fakeResolver{
 
 func resolveHeaders(t *testing.T, kv ...string) (*Plan, error) {
 	t.Helper()
-	h := http.Header{}
+	// The gateway key comes in its own header, so Authorization (or the
+	// x-portkey alias's) carries the provider key; without it the client's
+	// Authorization would be the gateway key (docs/keys.md).
+	h := http.Header{"X-Gateway-Api-Key": {"gw-test"}}
 	for i := 0; i+1 < len(kv); i += 2 {
 		h.Set(kv[i], kv[i+1])
 	}
