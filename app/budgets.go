@@ -3,7 +3,6 @@ package app
 import (
 	"fmt"
 	"net/url"
-	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -13,6 +12,7 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/budgets"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/guardrails"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/kvstore"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/logthrottle"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/upstream"
 )
 
@@ -63,12 +63,12 @@ func (a *App) provisionBudgets(ctx caddy.Context) error {
 	}
 	a.budgetStore = budgets.NewStore(kv, nil)
 	logger := a.logger.Named("budgets")
-	var lastWarn atomic.Int64
+	var warn logthrottle.Throttle
 	a.budgetStore.OnUnknown = func(err error) {
 		// At most every 10 s: the store is read again every 2 s.
-		if now := time.Now().UnixNano(); now-lastWarn.Load() >= int64(10*time.Second) {
-			lastWarn.Store(now)
-			logger.Warn("usage limits cannot be read; none is enforced until the store answers", zap.Error(err))
+		if ok, held := warn.Allow(time.Now(), 10*time.Second); ok {
+			logger.Warn("usage limits cannot be read; none is enforced until the store answers",
+				zap.Error(err), zap.Int64("suppressed_since_last", held))
 		}
 	}
 	if a.redis != nil {
