@@ -59,7 +59,7 @@ func (a *App) provisionBudgets(ctx caddy.Context) error {
 	var once budgets.Once = budgets.NewMemoryOnce(nil)
 	if a.redis != nil {
 		kv = kvstore.NewRedis(a.redis, 0).WithPrefix(a.RedisKeyPrefix())
-		once = prefixedOnce{budgets.RedisOnce{Client: a.redis}, a.RedisKeyPrefix()}
+		once = budgets.RedisOnce{Client: a.redis, Prefix: a.RedisKeyPrefix()}
 	}
 	a.budgetStore = budgets.NewStore(kv, nil)
 	logger := a.logger.Named("budgets")

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
@@ -17,7 +16,6 @@ import (
 	"github.com/caddyserver/certmagic"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/budgets"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 )
 
@@ -271,14 +269,3 @@ func (a *App) Policies() policies.CachedStore { return a.policyStore }
 // Limiter returns the rate-limit counters: Redis when configured, else
 // in-process counters that survive config reloads.
 func (a *App) Limiter() policies.Limiter { return a.limiter }
-
-// prefixedOnce puts the key_prefix on the keys of a budgets.Once, whose
-// alert de-duplication keys are otherwise the package's own.
-type prefixedOnce struct {
-	budgets.Once
-	prefix string
-}
-
-func (o prefixedOnce) First(ctx context.Context, key string, ttl time.Duration) (bool, error) {
-	return o.Once.First(ctx, o.prefix+key, ttl)
-}

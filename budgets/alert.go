@@ -31,12 +31,17 @@ type Once interface {
 	First(ctx context.Context, key string, ttl time.Duration) (bool, error)
 }
 
-// RedisOnce is Once over a shared Redis (SET NX with an expiry).
-type RedisOnce struct{ Client redis.UniversalClient }
+// RedisOnce is Once over a shared Redis (SET NX with an expiry). Prefix
+// (the redis block's key_prefix) starts every key it writes, so fleets
+// sharing one Redis never see each other's marks.
+type RedisOnce struct {
+	Client redis.UniversalClient
+	Prefix string
+}
 
 // First implements Once.
 func (o RedisOnce) First(ctx context.Context, key string, ttl time.Duration) (bool, error) {
-	return o.Client.SetNX(ctx, "llm:budget-once:"+key, 1, ttl).Result()
+	return o.Client.SetNX(ctx, o.Prefix+"llm:budget-once:"+key, 1, ttl).Result()
 }
 
 // MemoryOnce is Once within one process.
