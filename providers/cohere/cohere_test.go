@@ -197,3 +197,16 @@ func TestEmbeddings(t *testing.T) {
 		t.Fatalf("usage %+v", u)
 	}
 }
+
+// A stream cut in the middle of its last event is a truncated stream
+// (stream_truncated), as one cut between events is, not a malformed
+// event: the provider sent nothing wrong, the connection ended.
+func TestStreamCutMidEvent(t *testing.T) {
+	whole := goldentest.Read(t, "testdata/stream_tools.sse")
+	for _, cut := range []int{60, 20, 3} {
+		out, _, err := goldentest.RunStream(chat{}, &providers.Call{Stream: true, Body: []byte(`{}`)}, whole[:len(whole)-cut], 0)
+		if err == nil || !strings.Contains(string(out), `"stream_truncated"`) || strings.Contains(string(out), "malformed") {
+			t.Fatalf("cut %d bytes before the end: err %v, out ends %s", cut, err, out[max(0, len(out)-200):])
+		}
+	}
+}

@@ -58,7 +58,7 @@ func (s *stream) Close() error {
 	}
 	s.closed = true
 	if s.err == nil && !s.complete {
-		s.dec.End(s.event)
+		s.dec.End(s.lastEvent)
 	}
 	switch {
 	case s.err != nil:
@@ -77,6 +77,16 @@ func (s *stream) Close() error {
 		return err
 	}
 	return s.err
+}
+
+// lastEvent handles the event the body ended in without its blank
+// line: half an event is the stream cut short (reported as truncated,
+// as when the body ends between events), not a malformed event.
+func (s *stream) lastEvent(name, data []byte) bool {
+	if jsonlimit.Check(data) != nil {
+		return false
+	}
+	return s.event(name, data)
 }
 
 // Usage implements providers.StreamConverter.

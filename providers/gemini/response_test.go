@@ -168,3 +168,17 @@ func TestEmbeddings(t *testing.T) {
 		goldentest.JSON(t, out, "testdata/embed_response."+format+".openai.json")
 	}
 }
+
+// A stream cut in the middle of its last event is a truncated stream
+// (stream_truncated), as one cut between events is, not a malformed
+// event: the provider sent nothing wrong, the connection ended.
+func TestStreamCutMidEvent(t *testing.T) {
+	whole := goldentest.Read(t, "testdata/stream_tools.sse")
+	for _, cut := range []int{40, 20, 5} {
+		c := &providers.Call{Model: "gemini", Stream: true, Body: []byte(`{"stream":true}`)}
+		out, _, err := goldentest.RunStream(Chat{Provider: Slug}, c, whole[:len(whole)-cut], 0)
+		if err == nil || !bytes.Contains(out, []byte(`"stream_truncated"`)) || bytes.Contains(out, []byte("malformed")) {
+			t.Fatalf("cut %d bytes before the end: err %v, out ends %s", cut, err, out[max(0, len(out)-200):])
+		}
+	}
+}
