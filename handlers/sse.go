@@ -253,13 +253,29 @@ func usageFromJSON(u gjson.Result) *providers.Usage {
 type deliveredText struct {
 	on bool
 	n  int64
+	// keys are the textKeys (a bit each) counted in this stream, set
+	// from its first event (streamTextKeys); 0 until then.
+	keys   textKeySet
+	sniffs uint8
 }
 
 // add counts the text in p, bytes on their way to the client.
 func (s *deliveredText) add(p []byte) {
-	if s.on {
-		s.n += textChars(p)
+	if !s.on {
+		return
 	}
+	if s.keys == 0 {
+		if k := streamTextKeys(p); k != 0 {
+			s.keys = k
+		} else if s.sniffs++; s.sniffs >= maxSniffs {
+			s.keys = allTextKeys
+		}
+	}
+	keys := s.keys
+	if keys == 0 {
+		keys = allTextKeys
+	}
+	s.n += textChars(p, keys)
 }
 
 // textKeys are the members whose string values are generated text in
@@ -269,12 +285,46 @@ func (s *deliveredText) add(p []byte) {
 // "partial_json").
 var textKeys = [...]string{"content", "reasoning_content", "refusal", "arguments", "delta", "text", "thinking", "partial_json"}
 
+// textKeySet is a set of textKeys, bit i standing for textKeys[i].
+type textKeySet uint8
+
+// Each stream format counts only its own delta members: a chat chunk
+// translated from Anthropic repeats a thinking delta in content_blocks
+// (counted once, as reasoning_content), and the Responses API's done
+// events repeat the whole text, arguments or refusal their deltas
+// carried ("text", "arguments", "refusal" of *.done), so counting every
+// member of every format would count those twice or more.
+const (
+	chatTextKeys      textKeySet = 1<<0 | 1<<1 | 1<<2 | 1<<3
+	responsesTextKeys textKeySet = 1 << 4
+	anthropicTextKeys textKeySet = 1<<5 | 1<<6 | 1<<7
+	allTextKeys                  = chatTextKeys | responsesTextKeys | anthropicTextKeys
+	// maxSniffs is how many writes may pass without naming their format
+	// before every key is counted.
+	maxSniffs = 4
+)
+
+// streamTextKeys names the format of a stream from one of its writes by
+// a member only its first event carries, or 0 when p shows none.
+func streamTextKeys(p []byte) textKeySet {
+	switch {
+	case bytes.Contains(p, []byte(`"chat.completion.chunk"`)):
+		return chatTextKeys
+	case bytes.Contains(p, []byte(`"type":"response.`)):
+		return responsesTextKeys
+	case bytes.Contains(p, []byte(`"type":"message_start"`)):
+		return anthropicTextKeys
+	}
+	return 0
+}
+
 // textChars returns the characters (runes, escapes as written) of the
-// string values of textKeys members in p, in compact JSON (name, colon,
-// value without spaces, as every provider streams). A value cut off at
-// the end of p is counted up to there; JSON outside event data is never
-// a text member's value, so the whole write can be scanned as it is.
-func textChars(p []byte) int64 {
+// string values of the members of keys in p, in compact JSON (name,
+// colon, value without spaces, as every provider streams). A value cut
+// off at the end of p is counted up to there; JSON outside event data is
+// never a text member's value, so the whole write can be scanned as it
+// is.
+func textChars(p []byte, keys textKeySet) int64 {
 	var n int64
 	for {
 		i := bytes.IndexByte(p, ':')
@@ -288,7 +338,7 @@ func textChars(p []byte) int64 {
 		k := bytes.LastIndexByte(p[:i-1], '"')
 		key := p[k+1 : i-1]
 		p = p[i+2:]
-		if !isTextKey(key) {
+		if !keys.has(key) {
 			continue
 		}
 		end := stringEnd(p)
@@ -297,16 +347,16 @@ func textChars(p []byte) int64 {
 	}
 }
 
-// isTextKey reports whether key is one of textKeys, by its length first:
-// most members of a chunk are none of them.
-func isTextKey(key []byte) bool {
+// has reports whether key is one of the set's textKeys, by its length
+// first: most members of a chunk are none of them.
+func (ks textKeySet) has(key []byte) bool {
 	switch len(key) {
 	case 4, 5, 7, 8, 9, 12, 17:
 	default:
 		return false
 	}
-	for _, k := range textKeys {
-		if string(key) == k {
+	for i, k := range textKeys {
+		if ks&(1<<i) != 0 && string(key) == k {
 			return true
 		}
 	}

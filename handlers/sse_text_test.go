@@ -22,7 +22,7 @@ func TestTextChars(t *testing.T) {
 		{"cut off", `data: {"choices":[{"delta":{"content":"abc`, 3},
 		{"done", "data: [DONE]\n\n", 0},
 	} {
-		if got := textChars([]byte(tc.in)); got != tc.want {
+		if got := textChars([]byte(tc.in), allTextKeys); got != tc.want {
 			t.Errorf("%s: %d characters, want %d", tc.name, got, tc.want)
 		}
 	}
@@ -30,6 +30,56 @@ func TestTextChars(t *testing.T) {
 	off.add([]byte(`{"content":"abc"}`))
 	if off.n != 0 {
 		t.Error("a call that is no stream counts its text")
+	}
+}
+
+// TestDeliveredTextCountsEachFormatOnce: a stream's text is counted once
+// whatever its format repeats: a chat chunk translated from an Anthropic
+// thinking delta carries the text as reasoning_content and again in
+// content_blocks, and the Responses API's done events repeat the text,
+// arguments and refusal their deltas carried.
+func TestDeliveredTextCountsEachFormatOnce(t *testing.T) {
+	chunk := func(delta string) string {
+		return `data: {"id":"c","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":` + delta + `,"finish_reason":null}]}` + "\n\n"
+	}
+	ev := func(typ, rest string) string {
+		return "event: " + typ + "\ndata: {\"type\":\"" + typ + "\"" + rest + "}\n\n"
+	}
+	for _, tc := range []struct {
+		name   string
+		writes []string
+		want   int64
+	}{
+		{"chat translated from Anthropic thinking", []string{
+			chunk(`{"role":"assistant","content":""}`),
+			chunk(`{"reasoning_content":"Let me think","content_blocks":[{"index":0,"delta":{"thinking":"Let me think"}}]}`),
+			chunk(`{"content_blocks":[{"index":0,"delta":{"signature":"c2lnbmF0dXJl"}}]}`),
+			chunk(`{"content":"Four."}`),
+		}, 12 + 5},
+		{"responses with done events", []string{
+			ev("response.created", `,"response":{"id":"r","status":"in_progress","instructions":"be brief"}`),
+			ev("response.output_text.delta", `,"item_id":"m","delta":"Hello"`),
+			ev("response.output_text.done", `,"item_id":"m","text":"Hello"`),
+			ev("response.content_part.done", `,"part":{"type":"output_text","text":"Hello"}`),
+			ev("response.function_call_arguments.delta", `,"item_id":"f","delta":"{}"`),
+			ev("response.function_call_arguments.done", `,"item_id":"f","arguments":"{}"`),
+			ev("response.refusal.done", `,"refusal":"no"`),
+		}, 5 + 2},
+		{"anthropic native", []string{
+			ev("message_start", `,"message":{"id":"m","content":[],"usage":{"input_tokens":3}}`),
+			ev("content_block_start", `,"index":0,"content_block":{"type":"thinking","thinking":""}`),
+			ev("content_block_delta", `,"index":0,"delta":{"type":"thinking_delta","thinking":"Hmm"}`),
+			ev("content_block_delta", `,"index":1,"delta":{"type":"text_delta","text":"Yes"}`),
+		}, 3 + 3},
+		{"format never named", []string{`data: {"content":"ab"}` + "\n\n", `data: {"delta":"cd"}` + "\n\n"}, 4},
+	} {
+		d := deliveredText{on: true}
+		for _, w := range tc.writes {
+			d.add([]byte(w))
+		}
+		if d.n != tc.want {
+			t.Errorf("%s: %d characters, want %d", tc.name, d.n, tc.want)
+		}
 	}
 }
 
@@ -74,7 +124,7 @@ func BenchmarkTextChars(b *testing.B) {
 	p := []byte(`data: {"id":"chatcmpl-AbCdEf0123456789","object":"chat.completion.chunk","created":1730000000,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_0123456789","choices":[{"index":0,"delta":{"content":" world"},"logprobs":null,"finish_reason":null}]}` + "\n\n")
 	b.SetBytes(int64(len(p)))
 	for i := 0; i < b.N; i++ {
-		if textChars(p) != 6 {
+		if textChars(p, chatTextKeys) != 6 {
 			b.Fatal("miscounted")
 		}
 	}
