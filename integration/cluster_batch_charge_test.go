@@ -87,7 +87,7 @@ func TestClusterBatchChargedOnce(t *testing.T) {
 		return true
 	}
 	// The policies apply to the lines' model, a new one, so the batch's
-	// creation (no model; its reservation is kept as its charge) is not
+	// creation (no model, and a batch's creation is never reserved) is not
 	// counted with them.
 	run := uuid.NewString()
 	model := "charge-model-" + run

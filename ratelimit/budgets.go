@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -66,6 +67,9 @@ func (h *Handler) budget(hdr http.Header, r *http.Request, c *requester, v *verd
 	}
 	if _, completion := prompts.CompletionsRef(r.URL.Path); !completion && controlplane.Owns(r.URL.Path) {
 		return nil, true // as for rate limits: management APIs are never limited
+	}
+	if !canSpend(r) {
+		return nil, true
 	}
 	e := bc.BudgetEnforcer()
 	ctx := r.Context()
@@ -177,3 +181,28 @@ func (s *BudgetStage) AdmitBudget(hdr http.Header, r *http.Request, id *app.Iden
 // statusClientClosed is what the log records of a request whose client
 // left while its budget was decided (llm_gateway's StatusClientClosed).
 const statusClientClosed = 499
+
+// canSpend reports whether r can cost money or tokens itself: every
+// POST or PUT but a file upload, a batch's creation (each of its lines is
+// admitted on the usage limits as it runs, and refused there when they
+// are spent) and a batch's or a response's cancellation; and any
+// WebSocket upgrade (a session that streams model calls). A read or a
+// delete (the models list, a batch's status and results, files) costs
+// nothing, so a spent usage limit never refuses it: a team out of money
+// can still collect the results it paid for.
+func canSpend(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodDelete, http.MethodOptions:
+		return r.Header.Get("Upgrade") != ""
+	}
+	p := r.URL.Path
+	if strings.HasSuffix(p, "/cancel") && (strings.Contains(p, "/batches/") || strings.Contains(p, "/responses/")) {
+		return false
+	}
+	for _, free := range [...]string{"/v1/files", "/v1/uploads", "/v1/batches"} {
+		if strings.HasSuffix(p, free) {
+			return false
+		}
+	}
+	return !strings.Contains(p, "/v1/uploads/")
+}
