@@ -2,10 +2,14 @@ package budgets
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 )
+
+// errNotPrepared is StatusOf's answer for a limit Prepare has not built.
+var errNotPrepared = errors.New("budgets: usage limit not prepared")
 
 // Status is where one usage limit stands for one group, as the usage API
 // and the response headers show it.
@@ -44,26 +48,41 @@ func (e *Enforcer) Statuses(ctx context.Context, a *policies.Attributes) ([]Stat
 	if err != nil {
 		return nil, err
 	}
-	now := e.now()
 	out := []Status{}
 	for _, u := range limits {
 		p := u.Policy()
 		if p == nil || !p.Matches(a) {
 			continue
 		}
-		per := u.PeriodAt(now)
-		spent, err := e.Spent(ctx, u, keyPrefix+p.GroupKey(a)+"|"+per.Label, per)
+		s, err := e.StatusOf(ctx, u, a)
 		if err != nil {
 			return nil, err
-		}
-		s := Status{PolicyID: u.ID, Name: u.Name, Type: u.Type, CreditLimit: u.CreditLimit, Used: inUnit(u, spent),
-			Remaining: inUnit(u, max(u.Limit()-spent, 0)), Alert: u.AlertThreshold, Reset: u.PeriodicReset}
-		if !per.End.IsZero() {
-			s.PeriodStart, s.PeriodEnd = per.Start.Format(time.RFC3339), per.End.Format(time.RFC3339)
 		}
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// StatusOf returns where the group of u that a describes stands now,
+// whether or not a meets u's conditions: a only needs the attributes u
+// groups by. Statuses reports each limit through it, and so does the
+// spend report (Report), so both read one counter the same way.
+func (e *Enforcer) StatusOf(ctx context.Context, u *UsageLimit, a *policies.Attributes) (Status, error) {
+	p := u.Policy()
+	if p == nil {
+		return Status{}, errNotPrepared
+	}
+	per := u.PeriodAt(e.now())
+	spent, err := e.Spent(ctx, u, keyPrefix+p.GroupKey(a)+"|"+per.Label, per)
+	if err != nil {
+		return Status{}, err
+	}
+	s := Status{PolicyID: u.ID, Name: u.Name, Type: u.Type, CreditLimit: u.CreditLimit, Used: inUnit(u, spent),
+		Remaining: inUnit(u, max(u.Limit()-spent, 0)), Alert: u.AlertThreshold, Reset: u.PeriodicReset}
+	if !per.End.IsZero() {
+		s.PeriodStart, s.PeriodEnd = per.Start.Format(time.RFC3339), per.End.Format(time.RFC3339)
+	}
+	return s, nil
 }
 
 // Binding returns the grant with the least budget left after the

@@ -34,13 +34,17 @@ type budgetsData struct {
 	Rates                           []rateRow
 	RatesErr                        string
 	CanRateNew, CanRateSet, CanArch bool
+	// Spend is every group's spend, for a key that may read budgets;
+	// nil for one that may not.
+	Spend *spendData
 }
 
 // budgetsPage lists the workspace's usage limits with the signed-in key's
 // spend against each one that applies to it, and its rate-limit policies
 // with the key's usage of each: three API calls, a fourth when a policy
 // is grouped by the key alone (its usage, all such policies at once), a
-// fifth for a group looked up (see rateLimits).
+// fifth for a group looked up (see rateLimits). A key that may read
+// budgets also sees every group's spend (one more call, see spend).
 func (h *Handler) budgetsPage(w http.ResponseWriter, r *http.Request, c *ctx) {
 	d := &budgetsData{CanNew: c.can("usage_limits.create"), CanSet: c.can("usage_limits.update"), CanDel: c.can("usage_limits.delete"),
 		CanRateNew: c.can("rate_limits.create"), CanRateSet: c.can("rate_limits.update"), CanArch: c.can("rate_limits.delete")}
@@ -73,6 +77,7 @@ func (h *Handler) budgetsPage(w http.ResponseWriter, r *http.Request, c *ctx) {
 		}
 	}
 	d.Budgets, d.Total = list.Data, list.Total
+	d.Spend = h.spend(r, c)
 	d.Rates, d.RatesErr = h.rateLimits(r, c)
 	h.renderFor(w, r, c, http.StatusOK, "budgets", p)
 }

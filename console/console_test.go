@@ -62,6 +62,11 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, `{}`)
 	case strings.HasPrefix(r.URL.Path, "/v1/analytics/graphs/"):
 		_, _ = io.WriteString(w, `{"summary":{"total":3,"total_usd":"0.01"},"data_points":[{"timestamp":"2026-01-01T00:00:00Z","total":3,"total_usd":"0.01"}]}`)
+	case r.URL.Path == "/v1/policies/usage-limits/usage" && r.Method == http.MethodGet:
+		_, _ = io.WriteString(w, `{"object":"list","total":2,"has_more":false,"truncated":false,"data":[`+
+			`{"policy_id":"b1","name":"team","type":"cost","group":{"api_key":"team-b"},"credit_limit":5,"used":5.5,"remaining":0,"periodic_reset":"monthly","period_end":"2026-02-01T00:00:00Z","status":"exhausted"},`+
+			`{"policy_id":"api_key:k1","name":null,"type":"cost","group":{"api_key":"team-a"},"credit_limit":5,"used":1.25,"remaining":3.75,"periodic_reset":"weekly","period_end":"2026-01-05T00:00:00Z","status":"active"}],`+
+			`"per_request":[{"policy_id":"b2","name":"per model","group_by":[{"key":"model"}]}]}`)
 	case r.URL.Path == "/v1/policies/usage-limits" && r.Method == http.MethodGet:
 		_, _ = io.WriteString(w, `{"object":"list","total":1,"data":[{"id":"b1","name":"team","type":"cost","credit_limit":5,"periodic_reset":"monthly","status":"active"}]}`)
 	case r.URL.Path == "/v1/policies/usage-limits/b1" && r.Method == http.MethodGet:
