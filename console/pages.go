@@ -17,6 +17,8 @@ import (
 var funcs = template.FuncMap{
 	"join": strings.Join,
 	"add":  func(a, b int) int { return a + b },
+	// num writes an amount without exponent (0.000015, not 1.5e-05).
+	"num": func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) },
 	// statuses are the keys page's status choices ("" is any).
 	"statuses": func() []string { return []string{"", "active", "disabled", "revoked", "exhausted"} },
 }

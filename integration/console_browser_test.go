@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -334,6 +335,44 @@ func TestConsoleInBrowser(t *testing.T) {
 	if got := b.text(t, brow+" td.limit"); got != "25" {
 		t.Fatalf("edited budget's limit %q", got)
 	}
+	// Every key's spend: a budget on every key, which another key (the
+	// Caddyfile's test key) then spends on through a real request; the
+	// admin's page shows that key's spend and what it has left, as that
+	// key's own usage view says.
+	b.run(t, "creating a budget on every key", chromedp.Navigate(base+"/budgets"), chromedp.WaitVisible(chromedp.CSS("#create-budget")),
+		chromedp.SendKeys(chromedp.CSS("#bname"), "every key"), chromedp.SendKeys(chromedp.CSS("#blimit"), "10"),
+		chromedp.Submit(chromedp.CSS("#create-budget")), chromedp.WaitVisible(chromedp.CSS("#flash")))
+	if resp, raw := do(t, "POST", "/chat/completions", chat, "x-gateway-virtual-key", "fake"); resp.StatusCode != 200 {
+		t.Fatalf("chat with the test key: %d %s", resp.StatusCode, raw)
+	}
+	var theirs struct {
+		Limits []struct {
+			Name            *string
+			Used, Remaining float64
+		} `json:"usage_limits"`
+	}
+	as(t, gatewayKey, "GET", "/usage/me", "", 200, &theirs)
+	used, left := "", ""
+	for _, l := range theirs.Limits {
+		if l.Name != nil && *l.Name == "every key" {
+			used, left = strconv.FormatFloat(l.Used, 'f', -1, 64), strconv.FormatFloat(l.Remaining, 'f', -1, 64)
+		}
+	}
+	if used == "" || used == "0" {
+		t.Fatalf("the test key's own view of the budget on every key: %+v", theirs.Limits)
+	}
+	srow := `#spend tr[data-policy="every key"][data-group="api_key=test"]`
+	b.run(t, "every key's spend", chromedp.Navigate(base+"/budgets"), chromedp.WaitVisible(chromedp.CSS(srow)))
+	if got := b.text(t, srow+" td.used"); got != used {
+		t.Fatalf("the test key's spend on the admin's page %q, its own view %q", got, used)
+	}
+	if got := b.text(t, srow+" td.remaining"); got != left {
+		t.Fatalf("the test key's remaining on the admin's page %q, its own view %q", got, left)
+	}
+	if got := b.text(t, srow+" td.status"); got != "active" {
+		t.Fatalf("the test key's status %q", got)
+	}
+	b.clean(t, "every key's spend")
 	// Rate limits: create one for every key (far above this test's
 	// traffic), then change its value.
 	b.run(t, "creating a rate limit", chromedp.SendKeys(chromedp.CSS("#rname"), "per key"), chromedp.SendKeys(chromedp.CSS("#rvalue"), "1000"),
