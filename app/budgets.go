@@ -24,6 +24,11 @@ type BudgetsConfig struct {
 	// across the cluster). Give a token in it as an {env.VAR}
 	// placeholder.
 	AlertWebhook string `json:"alert_webhook,omitempty"`
+	// AlertSecret keys the HMAC-SHA256 signature every webhook call
+	// carries (x-gateway-signature over x-gateway-timestamp and the
+	// body), at least 16 bytes; required with AlertWebhook. Give it as an
+	// {env.VAR} or {file.path} placeholder.
+	AlertSecret string `json:"alert_secret,omitempty"`
 	// AlertAllow lets the webhook reach addresses the egress guard
 	// refuses by default (custom_host_allow's vocabulary: loopback,
 	// private, CIDRs).
@@ -56,10 +61,29 @@ type budgetState struct {
 // config is unloaded).
 func (a *App) provisionBudgets(ctx caddy.Context) error {
 	var kv kvstore.KV = a.storage
-	var once budgets.Once = budgets.NewMemoryOnce(nil)
+	var (
+		once  budgets.Once
+		marks budgets.Marks
+	)
 	if a.redis != nil {
 		kv = kvstore.NewRedis(a.redis, 0).WithPrefix(a.RedisKeyPrefix())
 		once = budgets.RedisOnce{Client: a.redis, Prefix: a.RedisKeyPrefix()}
+		marks = budgets.RedisMarks{Client: a.redis, Prefix: a.RedisKeyPrefix()}
+	} else {
+		// The process's own, kept across reloads as the in-process
+		// counters are: a reload must not send a period's alerts again.
+		v, _, err := alertStates.LoadOrNew(memoryLimiterKey, func() (caddy.Destructor, error) {
+			return alertState{budgets.NewMemoryOnce(nil), budgets.NewMemoryMarks()}, nil
+		})
+		if err != nil {
+			return err
+		}
+		go func() {
+			<-ctx.Done()
+			_, _ = alertStates.Delete(memoryLimiterKey)
+		}()
+		st := v.(alertState)
+		once, marks = st.once, st.marks
 	}
 	a.budgetStore = budgets.NewStore(kv, nil)
 	logger := a.logger.Named("budgets")
@@ -83,18 +107,37 @@ func (a *App) provisionBudgets(ctx caddy.Context) error {
 	if cfg.MaxWait < 0 {
 		return fmt.Errorf("budgets: max_wait must not be negative")
 	}
+	if cfg.AlertSecret != "" && cfg.AlertWebhook == "" {
+		return fmt.Errorf("budgets: alert_secret is set without alert_webhook")
+	}
 	if cfg.AlertWebhook != "" {
-		hook := caddy.NewReplacer().ReplaceAll(cfg.AlertWebhook, "")
+		repl := caddy.NewReplacer()
+		hook := repl.ReplaceAll(cfg.AlertWebhook, "")
 		if u, err := url.Parse(hook); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			return fmt.Errorf("budgets: alert_webhook must be an http(s) URL")
+		}
+		if cfg.AlertSecret == "" {
+			return fmt.Errorf("budgets: alert_webhook needs alert_secret, the key receivers verify each alert's signature with")
+		}
+		secret := repl.ReplaceAll(cfg.AlertSecret, "")
+		if len(secret) < minAlertSecret {
+			return fmt.Errorf("budgets: alert_secret must be at least %d bytes (is its placeholder set?)", minAlertSecret)
+		}
+		if literalSecret(cfg.AlertSecret) {
+			a.logger.Warn("budgets: a literal alert_secret is visible in GET /config/ of the admin API and in autosave.json; give it as {env.VAR} or {file.path}")
 		}
 		guard, err := upstream.NewGuard(cfg.AlertAllow)
 		if err != nil {
 			return fmt.Errorf("budgets: alert_allow: %v", err)
 		}
+		if err := budgets.RegisterAlertMetrics(ctx.GetMetricsRegistry()); err != nil {
+			return err
+		}
 		client := guardrails.NewEgressClient(guard)
 		client.Timeout = budgets.AlertTimeout
-		a.alerter = budgets.NewAlerter(hook, client, once, a.logger.Named("budgets"))
+		a.alerter = budgets.NewAlerter(hook, client, once, a.logger.Named("budgets"),
+			budgets.WithSecret([]byte(secret)), budgets.WithMarks(marks), budgets.WithClock(Now))
+		go a.alerter.Run(ctx)
 	}
 	a.budgets = budgets.NewEnforcer(a.limiter, &budgetSource{a: a}, a.alerter, nil)
 	if db := a.LedgerDB(); db != nil {
@@ -113,6 +156,20 @@ func (a *App) provisionBudgets(ctx caddy.Context) error {
 	return nil
 }
 
+// minAlertSecret is the shortest alert_secret accepted: 128 bits.
+const minAlertSecret = 16
+
+// alertStates holds the process's alert de-duplication and reset marks
+// when there is no Redis, so a reload keeps them.
+var alertStates = caddy.NewUsagePool()
+
+type alertState struct {
+	once  *budgets.MemoryOnce
+	marks *budgets.MemoryMarks
+}
+
+func (alertState) Destruct() error { return nil }
+
 // BudgetEnforcer returns the usage-limit enforcer (the rate limiter's
 // admission reserves on it).
 func (a *App) BudgetEnforcer() *budgets.Enforcer { return a.budgets }
@@ -124,6 +181,7 @@ func (a *App) BudgetStore() *budgets.Store { return a.budgetStore }
 //
 //	budgets {
 //		alert_webhook <url>
+//		alert_secret  <secret>
 //		alert_allow   <loopback | private | CIDR>...
 //		max_wait      <duration>
 //		lease         <duration>
@@ -137,6 +195,10 @@ func (a *App) unmarshalBudgets(d *caddyfile.Dispenser) error {
 		switch name := d.Val(); name {
 		case "alert_webhook":
 			if !d.Args(&cfg.AlertWebhook) || d.NextArg() {
+				return d.ArgErr()
+			}
+		case "alert_secret":
+			if !d.Args(&cfg.AlertSecret) || d.NextArg() {
 				return d.ArgErr()
 			}
 		case "alert_allow":

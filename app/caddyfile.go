@@ -83,7 +83,8 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 //			spool     <dir | off> [<max size>] # records waiting on disk while the database is away
 //		}
 //		budgets {
-//			alert_webhook <url>     # POSTed once per limit, group and period
+//			alert_webhook <url>     # threshold, exhausted and reset events, once per limit, group and period
+//			alert_secret  <secret>  # signs every call (x-gateway-signature); required with alert_webhook
 //			alert_allow   <loopback | private | CIDR>...
 //			max_wait      <duration> # default 10s
 //		}

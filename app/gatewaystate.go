@@ -88,11 +88,12 @@ func release(key string) func() {
 	}
 }
 
-// clock is what breakers and the cache read the time from. Only tests
-// change it, through SetClock.
+// clock is what breakers, the cache and budget alerts' period ends read
+// the time from. Only tests change it, through SetClock.
 var clock atomic.Pointer[func() time.Time]
 
-// Now is the clock of the shared breakers and caches.
+// Now is the clock of the shared breakers and caches, and the one budget
+// alerts tell a period's end with (the reset event).
 func Now() time.Time {
 	if f := clock.Load(); f != nil {
 		return (*f)()
@@ -101,10 +102,10 @@ func Now() time.Time {
 }
 
 // SetClock replaces the clock the shared circuit breakers (cooldowns,
-// idleness) and response caches (expiry) read, and returns a function
-// that restores the previous one. It exists for tests, which cannot wait
-// out a 30-second cooldown or a day-long max_age; production never calls
-// it.
+// idleness), response caches (expiry) and budget alerts (a period's end)
+// read, and returns a function that restores the previous one. It exists
+// for tests, which cannot wait out a 30-second cooldown, a day-long
+// max_age or a month; production never calls it.
 func SetClock(fn func() time.Time) (restore func()) {
 	prev := clock.Swap(&fn)
 	return func() { clock.Store(prev) }

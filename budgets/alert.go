@@ -1,171 +1,239 @@
 package budgets
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
-	"net/url"
-	"sync"
-	"sync/atomic"
+	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/logthrottle"
 )
 
-// Bounds of the alert webhook: a call's time, and how many calls may be
-// in flight (more are dropped and logged: an alert is advisory, and a slow
-// receiver must not pile up goroutines).
+// Events of the alert webhook: a limit's group passed its alert
+// threshold, or reached its credit limit, in a period (each once per
+// group and period); or a new period began for a group that had alerted
+// in the one before (once).
 const (
-	AlertTimeout  = 5 * time.Second
-	maxAlertCalls = 8
+	EventThreshold = "threshold"
+	EventExhausted = "exhausted"
+	EventReset     = "reset"
 )
 
-// Once reports whether this is the first call for key within ttl, across
-// every instance that shares it.
-type Once interface {
-	First(ctx context.Context, key string, ttl time.Duration) (bool, error)
-}
+// SweepEvery is how often an alerter looks for periods that ended (their
+// reset events).
+const SweepEvery = time.Second
 
-// RedisOnce is Once over a shared Redis (SET NX with an expiry). Prefix
-// (the redis block's key_prefix) starts every key it writes, so fleets
-// sharing one Redis never see each other's marks.
-type RedisOnce struct {
-	Client redis.UniversalClient
-	Prefix string
-}
-
-// First implements Once.
-func (o RedisOnce) First(ctx context.Context, key string, ttl time.Duration) (bool, error) {
-	return o.Client.SetNX(ctx, o.Prefix+"llm:budget-once:"+key, 1, ttl).Result()
-}
-
-// MemoryOnce is Once within one process.
-type MemoryOnce struct {
-	mu   sync.Mutex
-	seen map[string]time.Time
-	now  func() time.Time
-}
-
-// NewMemoryOnce returns a MemoryOnce telling time with now (nil: time.Now).
-func NewMemoryOnce(now func() time.Time) *MemoryOnce {
-	if now == nil {
-		now = time.Now
-	}
-	return &MemoryOnce{seen: make(map[string]time.Time), now: now}
-}
-
-// First implements Once. Expired keys are dropped as new ones arrive.
-func (o *MemoryOnce) First(_ context.Context, key string, ttl time.Duration) (bool, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	now := o.now()
-	if until, ok := o.seen[key]; ok && now.Before(until) {
-		return false, nil
-	}
-	for k, until := range o.seen {
-		if !now.Before(until) {
-			delete(o.seen, k)
-		}
-	}
-	o.seen[key] = now.Add(ttl)
-	return true, nil
-}
+// resetOnceTTL is how long a sent reset is remembered: far longer than a
+// mark outlives its sweep.
+const resetOnceTTL = 31 * 24 * time.Hour
 
 // Alert is the body the webhook receives.
 type Alert struct {
+	// ID names the event: the same on every attempt to deliver it, so a
+	// receiver can drop a retried delivery it already has.
+	ID             string   `json:"id"`
 	Event          string   `json:"event"`
 	PolicyID       string   `json:"policy_id"`
 	Name           *string  `json:"name"`
 	Type           string   `json:"type"`
 	CreditLimit    float64  `json:"credit_limit"`
 	AlertThreshold *float64 `json:"alert_threshold"`
-	// Used is what the group used in the period, in the limit's unit.
-	Used float64 `json:"used"`
-	// Group is the counter's group (the limit id and its group_by values).
-	Group       string `json:"group"`
-	PeriodStart string `json:"period_start,omitempty"`
-	PeriodEnd   string `json:"period_end,omitempty"`
-	WorkspaceID string `json:"workspace_id"`
+	// Used is what the group used in the period, in the limit's unit;
+	// null on reset.
+	Used *float64 `json:"used"`
+	// Group is the counter's group (the limit id and its group_by
+	// values); one group's events share it across periods.
+	Group          string `json:"group"`
+	PeriodStart    string `json:"period_start,omitempty"`
+	PeriodEnd      string `json:"period_end,omitempty"`
+	WorkspaceID    string `json:"workspace_id"`
+	OrganisationID string `json:"organisation_id"`
 }
 
-// Alerter posts one alert per limit, group and period to a webhook, the
-// first time spend reaches the limit's alert threshold.
+// Alerter posts a limit's events (threshold, exhausted, reset) to a
+// webhook, each once per group and period across the instances that share
+// its Once, signed with its secret (SignAlert). Deliveries run in the
+// background, bounded: alertWorkers at once, each event retried a few
+// times with backoff, a bounded queue (alertsend.go).
 type Alerter struct {
-	url      string
-	client   *http.Client
-	once     Once
-	logger   *zap.Logger
-	inflight atomic.Int32
-	wg       sync.WaitGroup
+	url    string
+	client *http.Client
+	once   Once
+	marks  Marks
+	secret []byte
+	now    func() time.Time
+	logger *zap.Logger
+	// backoff is the pause before the first retry, doubled each time.
+	backoff time.Duration
+	queue   alertQueue
+	warn    logthrottle.Throttle
 }
+
+// AlertOption configures an Alerter.
+type AlertOption func(*Alerter)
+
+// WithSecret signs every call with secret (x-gateway-signature). The llm
+// app always sets one.
+func WithSecret(secret []byte) AlertOption {
+	return func(a *Alerter) { a.secret = append([]byte(nil), secret...) }
+}
+
+// WithMarks remembers the groups that alerted in m, so Run sends their
+// reset events when their period ends (none without).
+func WithMarks(m Marks) AlertOption { return func(a *Alerter) { a.marks = m } }
+
+// WithClock tells the end of periods with now (default time.Now). The
+// signature's timestamp is always the wall clock a receiver compares it to.
+func WithClock(now func() time.Time) AlertOption { return func(a *Alerter) { a.now = now } }
 
 // NewAlerter returns an alerter posting to url with client (which should
 // be egress-checked: guardrails.NewEgressClient), deduplicated by once.
-func NewAlerter(url string, client *http.Client, once Once, logger *zap.Logger) *Alerter {
+func NewAlerter(url string, client *http.Client, once Once, logger *zap.Logger, opts ...AlertOption) *Alerter {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	return &Alerter{url: url, client: client, once: once, logger: logger}
+	a := &Alerter{url: url, client: client, once: once, logger: logger, now: time.Now, backoff: time.Second}
+	for _, o := range opts {
+		o(a)
+	}
+	return a
 }
 
-// Fire posts g's alert unless it was already sent for its period.
+// Fire posts the events g's period has become due for at used (the
+// period's spend, in counter units): threshold once used reaches the
+// limit's alert threshold, exhausted once it reaches the limit, each
+// unless it was already sent for the period. One call's events are
+// delivered in order, after the group's earlier ones.
 func (a *Alerter) Fire(ctx context.Context, g *Grant, used int64) {
-	ttl := g.Period.window()
-	ok, err := a.once.First(ctx, "alert|"+g.Key, ttl)
-	if err != nil || !ok {
-		return
-	}
 	u := g.Limit
-	body := Alert{Event: "usage_limit.alert_threshold", PolicyID: u.ID, Name: u.Name, Type: u.Type,
-		CreditLimit: u.CreditLimit, AlertThreshold: u.AlertThreshold, Used: float64(used), Group: g.Key[len(keyPrefix):],
-		WorkspaceID: u.WorkspaceID}
-	if u.Type == policies.TypeCost {
-		body.Used /= policies.MicroUSD
-	}
-	if !g.Period.End.IsZero() {
-		body.PeriodStart, body.PeriodEnd = g.Period.Start.Format(time.RFC3339), g.Period.End.Format(time.RFC3339)
-	}
-	b, err := json.Marshal(body)
-	if err != nil {
-		return
-	}
-	if a.inflight.Add(1) > maxAlertCalls {
-		a.inflight.Add(-1)
-		a.logger.Warn("usage limit alert dropped: too many alert calls in flight", zap.String("policy_id", u.ID))
-		return
-	}
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		defer a.inflight.Add(-1)
-		ctx, cancel := context.WithTimeout(context.Background(), AlertTimeout)
-		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.url, bytes.NewReader(b))
+	var due []Alert
+	for _, ev := range []string{EventThreshold, EventExhausted} {
+		if ev == EventThreshold && (u.thresholdAt() == 0 || used < u.thresholdAt()) || ev == EventExhausted && used < u.Limit() {
+			continue
+		}
+		first, err := a.once.First(ctx, ev+"|"+g.Key, g.Period.window())
 		if err != nil {
+			a.storeFailed(err)
 			return
 		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := a.client.Do(req)
-		if err != nil {
-			// The URL may hold the receiver's token: log the cause only.
-			var ue *url.Error
-			if errors.As(err, &ue) {
-				err = ue.Err
-			}
-			a.logger.Warn("usage limit alert webhook failed", zap.String("policy_id", u.ID), zap.Error(err))
-			return
+		if first {
+			due = append(due, alertOf(ev, g, used))
 		}
-		resp.Body.Close()
-		if resp.StatusCode >= 300 {
-			a.logger.Warn("usage limit alert webhook refused", zap.String("policy_id", u.ID), zap.Int("status", resp.StatusCode))
+	}
+	if len(due) == 0 {
+		return
+	}
+	if a.marks != nil && !g.Period.End.IsZero() {
+		m := AlertMark{Key: g.Key, Alert: due[0], Reset: u.PeriodicReset, Timezone: u.Timezone, End: g.Period.End}
+		m.Alert.ID, m.Alert.Event, m.Alert.Used = "", "", nil // one mark for both events
+		if err := a.marks.Add(ctx, m); err != nil {
+			a.logger.Warn("usage limit alert: its reset event will not be sent", zap.String("policy_id", u.ID), zap.Error(err))
 		}
-	}()
+	}
+	a.queue.push(a, g.Key, due)
 }
 
-// Wait waits for the alert calls in flight (tests, shutdown).
-func (a *Alerter) Wait() { a.wg.Wait() }
+// alertOf is the ev alert of g's period at used.
+func alertOf(ev string, g *Grant, used int64) Alert {
+	u := g.Limit
+	v := inUnit(u, used)
+	al := Alert{ID: eventID(ev, g.Key), Event: ev, PolicyID: u.ID, Name: u.Name, Type: u.Type, CreditLimit: u.CreditLimit,
+		AlertThreshold: u.AlertThreshold, Used: &v, Group: groupOf(g.Key), WorkspaceID: u.WorkspaceID, OrganisationID: u.OrganisationID}
+	if !g.Period.End.IsZero() {
+		al.PeriodStart, al.PeriodEnd = g.Period.Start.Format(time.RFC3339), g.Period.End.Format(time.RFC3339)
+	}
+	return al
+}
+
+// groupOf is a counter key without the package's prefix and the
+// period's label.
+func groupOf(key string) string {
+	key = strings.TrimPrefix(key, keyPrefix)
+	if i := strings.LastIndexByte(key, '|'); i >= 0 {
+		key = key[:i]
+	}
+	return key
+}
+
+// eventID names the ev event of the period counted at key.
+func eventID(ev, key string) string {
+	h := sha256.Sum256([]byte(ev + "|" + key))
+	return hex.EncodeToString(h[:16])
+}
+
+// Run sends the reset events of periods that ended, looking every
+// SweepEvery until ctx ends. Without marks it returns at once.
+func (a *Alerter) Run(ctx context.Context) {
+	if a.marks == nil {
+		return
+	}
+	t := time.NewTicker(SweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			a.sweep(ctx)
+		}
+	}
+}
+
+// sweep sends the reset of every mark whose period ended, once across the
+// instances (any of them may find it first), and forgets the mark.
+func (a *Alerter) sweep(ctx context.Context) {
+	marks, err := a.marks.Due(ctx, a.now(), 100)
+	if err != nil {
+		a.storeFailed(err)
+		return
+	}
+	for _, m := range marks {
+		first, err := a.once.First(ctx, EventReset+"|"+m.Key, resetOnceTTL)
+		if err != nil {
+			// The mark stays for the next sweep.
+			a.storeFailed(err)
+			return
+		}
+		if first {
+			a.queue.push(a, m.Key, []Alert{resetOf(m)})
+		}
+		if err := a.marks.Remove(ctx, m); err != nil {
+			a.storeFailed(err)
+		}
+	}
+}
+
+// resetOf is the reset event of the period after m's.
+func resetOf(m AlertMark) Alert {
+	u := &UsageLimit{PeriodicReset: m.Reset}
+	if m.Timezone != "" {
+		if loc, err := time.LoadLocation(m.Timezone); err == nil {
+			u.loc = loc
+		}
+	}
+	// End is exclusive: the period holding it is the next one.
+	per := u.PeriodAt(m.End)
+	al := m.Alert
+	al.ID, al.Event, al.Used = eventID(EventReset, m.Key), EventReset, nil
+	if !per.End.IsZero() {
+		al.PeriodStart, al.PeriodEnd = per.Start.Format(time.RFC3339), per.End.Format(time.RFC3339)
+	}
+	return al
+}
+
+// storeFailed logs that the shared store did not answer, at most every
+// 10 s: alerts are advisory, and the store's own warnings say more.
+func (a *Alerter) storeFailed(err error) {
+	if ok, held := a.warn.Allow(time.Now(), 10*time.Second); ok {
+		a.logger.Warn("usage limit alerts: the shared store did not answer; alerts may be late or missed",
+			zap.Error(err), zap.Int64("suppressed_since_last", held))
+	}
+}
+
+// Wait waits for the alert deliveries queued and in flight (tests,
+// shutdown).
+func (a *Alerter) Wait() { a.queue.wg.Wait() }

@@ -71,10 +71,21 @@ func (u *UsageLimit) Limit() int64 {
 	return int64(v)
 }
 
-// AlertAt is the counter value at which the alert fires, or 0 for none.
-// alert_threshold is in the limit's unit (dollars or tokens), as the
-// reference's.
+// AlertAt is the counter value from which a settlement hands the
+// period's spend to the alerter, which decides what is due (Alerter.Fire):
+// the alert threshold, or the limit itself for a limit without one (its
+// exhausted event).
 func (u *UsageLimit) AlertAt() int64 {
+	if at := u.thresholdAt(); at > 0 {
+		return at
+	}
+	return u.Limit()
+}
+
+// thresholdAt is the counter value at which the threshold event fires, or
+// 0 for none. alert_threshold is in the limit's unit (dollars or tokens),
+// as the reference's.
+func (u *UsageLimit) thresholdAt() int64 {
 	if u.AlertThreshold == nil || *u.AlertThreshold <= 0 {
 		return 0
 	}
