@@ -95,3 +95,38 @@ func (s *Store) AuditLog(ctx context.Context, org, ws, before string, limit int)
 	}
 	return out, more, nil
 }
+
+// ChangedFields names the members among fields (JSON names) whose
+// encoding differs between before and after, two records of one type:
+// for a new record, before is the type's zero value, so the members it
+// was given are named. The values are compared, never returned, so an
+// entry built from them holds no value.
+func ChangedFields(before, after any, fields ...string) []string {
+	var b, a map[string]json.RawMessage
+	if raw, err := json.Marshal(before); err == nil {
+		_ = json.Unmarshal(raw, &b)
+	}
+	if raw, err := json.Marshal(after); err == nil {
+		_ = json.Unmarshal(raw, &a)
+	}
+	out := []string{}
+	for _, f := range fields {
+		if !equalJSON(b[f], a[f]) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// equalJSON reports whether two encodings of a member say the same: an
+// absent member, null and an empty list or object are one.
+func equalJSON(x, y json.RawMessage) bool {
+	empty := func(v json.RawMessage) bool {
+		s := strings.TrimSpace(string(v))
+		return s == "" || s == "null" || s == "[]" || s == "{}"
+	}
+	if empty(x) || empty(y) {
+		return empty(x) && empty(y)
+	}
+	return string(x) == string(y)
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 )
 
@@ -102,6 +103,7 @@ func createPolicy(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	audit(r, c, "create", p, keys.ChangedFields(&policies.Policy{}, p, auditFields...))
 	writeJSON(w, createdResponse{ID: p.ID, Object: policies.ObjectRateLimits})
 }
 
@@ -246,6 +248,7 @@ func updatePolicy(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	before := p.Clone()
 	if err := applyUpdate(p, c.Body); err != nil {
 		writeErr(w, err)
 		return
@@ -254,6 +257,7 @@ func updatePolicy(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	audit(r, c, "update", p, keys.ChangedFields(before, p, auditFields...))
 	p.Object = policies.ObjectRateLimits
 	writeJSON(w, p)
 }
@@ -350,9 +354,20 @@ func archivePolicy(w http.ResponseWriter, r *http.Request) {
 			writeErr(w, err)
 			return
 		}
+		audit(r, c, "delete", p, []string{"status"})
 	}
 	p.Object = policies.ObjectRateLimits
 	writeJSON(w, p)
+}
+
+// auditFields are the members of a policy the audit log names when they
+// change.
+var auditFields = []string{"name", "type", "unit", "value", "conditions", "group_by", "default_reservation", "status", "workspace_id"}
+
+// audit records a change to p in the audit log (app.Audit) as
+// rate_limit.<verb>.
+func audit(r *http.Request, c *controlplane.Caller, verb string, p *policies.Policy, fields []string) {
+	c.App.Audit(r.Context(), c.Identity, "rate_limit."+verb, "rate_limit", p.ID, p.WorkspaceID, p.OrganisationID, fields)
 }
 
 // caller returns the authenticated caller, or answers 500 when the route

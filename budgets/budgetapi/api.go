@@ -2,7 +2,8 @@
 // /v1/policies/usage-limits in the reference's shape. A key needs the
 // usage_limits scope of each action (Scope*), and sees and changes only
 // its own workspace's limits (an organisation key: its organisation's,
-// naming the workspace in the body).
+// naming the workspace in the body). Every change is in the audit log
+// (GET /v1/audit-logs) as usage_limit.create, .update or .delete.
 package budgetapi
 
 import (
@@ -50,8 +51,19 @@ func init() {
 type call struct {
 	r     *http.Request
 	id    *app.Identity
+	app   *app.App
 	store *budgets.Store
 	body  []byte
+}
+
+// auditFields are the members of a usage limit the audit log names when
+// they change.
+var auditFields = []string{"name", "type", "credit_limit", "alert_threshold", "periodic_reset", "timezone",
+	"conditions", "group_by", "status", "workspace_id"}
+
+// audit records a change to u in the audit log (app.Audit).
+func (c *call) audit(verb string, u *budgets.UsageLimit, fields []string) {
+	c.app.Audit(c.r.Context(), c.id, "usage_limit."+verb, "usage_limit", u.ID, u.WorkspaceID, u.OrganisationID, fields)
 }
 
 // handle serves fn to a caller holding scope: a key without it gets a
@@ -67,7 +79,7 @@ func handle(scope string, fn func(*call) (any, error)) http.HandlerFunc {
 			apierror.Write(w, controlplane.MissingScope(scope))
 			return
 		}
-		v, err := fn(&call{r: r, id: cp.Identity, store: cp.App.BudgetStore(), body: cp.Body})
+		v, err := fn(&call{r: r, id: cp.Identity, app: cp.App, store: cp.App.BudgetStore(), body: cp.Body})
 		if err != nil {
 			writeErr(w, err)
 			return
@@ -142,6 +154,7 @@ func create(c *call) (any, error) {
 	if err := c.store.Create(c.r.Context(), u); err != nil {
 		return nil, err
 	}
+	c.audit("create", u, keys.ChangedFields(&budgets.UsageLimit{}, u, auditFields...))
 	return map[string]string{"id": u.ID, "object": budgets.ObjectUsageLimits}, nil
 }
 
@@ -207,6 +220,7 @@ func update(c *call) (any, error) {
 	if err := c.store.Put(c.r.Context(), u); err != nil {
 		return nil, err
 	}
+	c.audit("update", u, keys.ChangedFields(old, u, auditFields...))
 	return map[string]string{"id": u.ID, "object": budgets.ObjectUsageLimits}, nil
 }
 
@@ -218,5 +232,6 @@ func remove(c *call) (any, error) {
 	if err := c.store.Delete(c.r.Context(), u.ID); err != nil {
 		return nil, err
 	}
+	c.audit("delete", u, nil)
 	return map[string]any{"id": u.ID, "object": budgets.ObjectUsageLimits, "deleted": true}, nil
 }

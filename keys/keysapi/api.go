@@ -109,13 +109,10 @@ func handle(fn func(*call) (any, error)) http.HandlerFunc {
 	}
 }
 
-// audit records a change; a failure is logged, the change stands.
+// audit records a change (app.Audit); a failure is logged, the change
+// stands.
 func (c *call) audit(action, typ, id, ws, org string, fields []string) {
-	e := &keys.AuditEntry{Action: action, ResourceType: typ, ResourceID: id, ActorKeyID: c.id.KeyID,
-		ActorName: c.id.Name, WorkspaceID: ws, OrganisationID: org, ChangedFields: fields}
-	if err := c.store.Audit(c.r.Context(), e); err != nil {
-		c.app.KeysLogger().Error("keys API: writing the audit log failed", zap.String("action", action), zap.Error(err))
-	}
+	c.app.Audit(c.r.Context(), c.id, action, typ, id, ws, org, fields)
 }
 
 func notFound(what, ref string) error {
