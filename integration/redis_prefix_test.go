@@ -41,9 +41,10 @@ func TestRedisPrefixCoversEveryKey(t *testing.T) {
 	}))
 	t.Cleanup(receiver.Close)
 	os.Setenv("TEST_KEYS_ENC", keysEncryptionKey)
+	os.Setenv("TEST_ALERT_SECRET", alertSecret)
 	llm := fmt.Sprintf("redis %s {\n\t\t\tkey_prefix %s\n\t\t}\n\t\t", addr, prefix) +
 		"keys {\n\t\t\tencryption_key {env.TEST_KEYS_ENC}\n\t\t}\n\t\t" +
-		fmt.Sprintf("budgets {\n\t\t\talert_webhook %s\n\t\t\talert_allow loopback\n\t\t}\n\t\t", receiver.URL) +
+		fmt.Sprintf("budgets {\n\t\t\talert_webhook %s\n\t\t\talert_secret {env.TEST_ALERT_SECRET}\n\t\t\talert_allow loopback\n\t\t}\n\t\t", receiver.URL) +
 		vkOpenAI("vk-prefix", up.URL)
 	loadRL(t, rlSite{Redis: llm})
 
@@ -119,7 +120,7 @@ func TestRedisPrefixCoversEveryKey(t *testing.T) {
 	}
 	// Each feature wrote under the prefix; the names below are the kinds
 	// of records, as the stores spell them.
-	for _, want := range []string{"llmgw:policies", "llmgw:rl:budget|", "llm:budget-once:", "usage-limits/",
+	for _, want := range []string{"llmgw:policies", "llmgw:rl:budget|", "llm:budget-once:", "llm:budget-alerted", "usage-limits/",
 		"keys/api_keys/", "keys/virtual_keys/", "keys/configs/", "keys/audit/", "llm:cache:", "/files/", "/batches/"} {
 		found := false
 		for _, k := range keys {
