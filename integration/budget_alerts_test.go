@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/google/uuid"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/handlers"
@@ -166,6 +167,31 @@ func TestBudgetAlertsSignedThroughCaddy(t *testing.T) {
 	for _, secret := range []string{alertSecret, "receiver-token"} {
 		if strings.Contains(string(logged), secret) {
 			t.Errorf("the gateway's log holds %q", secret)
+		}
+	}
+}
+
+// TestBudgetAlertSecretRequired loads configs whose alert secret is
+// missing, too short (an unset placeholder) or alone: each load fails,
+// saying what is wrong, without the secret in the message.
+func TestBudgetAlertSecretRequired(t *testing.T) {
+	os.Setenv("TEST_ALERT_SECRET_SHORT", "short-secret")
+	os.Unsetenv("TEST_ALERT_SECRET_UNSET")
+	for _, tc := range []struct{ name, block, want string }{
+		{"no secret", "alert_webhook https://hooks.example.com/x", "alert_webhook needs alert_secret"},
+		{"short secret", "alert_webhook https://hooks.example.com/x\n\t\t\talert_secret {env.TEST_ALERT_SECRET_SHORT}", "at least 16 bytes"},
+		{"unset placeholder", "alert_webhook https://hooks.example.com/x\n\t\t\talert_secret {env.TEST_ALERT_SECRET_UNSET}", "at least 16 bytes"},
+		{"secret alone", "alert_secret {env.TEST_ALERT_SECRET_SHORT}", "alert_secret is set without alert_webhook"},
+	} {
+		s := rlSite{Redis: "budgets {\n\t\t\t" + tc.block + "\n\t\t}", Storage: storageDir(t)}
+		newHTTPPort()
+		cfg, err := adapt(s.caddyfile())
+		if err != nil {
+			t.Fatalf("%s: adapting: %v", tc.name, err)
+		}
+		err = caddy.Load(cfg, true)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "short-secret") {
+			t.Errorf("%s: load error %v, want one saying %q", tc.name, err, tc.want)
 		}
 	}
 }
