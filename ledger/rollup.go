@@ -3,7 +3,6 @@ package ledger
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"slices"
 	"strings"
 	"time"
@@ -60,10 +59,10 @@ const rollupMigration = `CREATE TABLE IF NOT EXISTS llm_ledger_rollup (
 	CREATE UNIQUE INDEX IF NOT EXISTS llm_ledger_rollup_key ON llm_ledger_rollup (` + rollupKeyColumns + `);
 	CREATE INDEX IF NOT EXISTS llm_ledger_rollup_org ON llm_ledger_rollup (organisation_id, hour)`
 
-// upsertRollup adds recs to the rollup within tx. Rows are written in
+// upsertRollup adds recs to the rollup within w. Rows are written in
 // key order, so concurrent writers (a cluster's instances) lock them in
 // the same order and cannot deadlock.
-func (s *DB) upsertRollup(ctx context.Context, tx *sql.Tx, recs []Record) error {
+func (s *DB) upsertRollup(ctx context.Context, w txWriter, recs []Record) error {
 	sums := make(map[rollupKey]*rollupSums)
 	hourUS := rollupHour.Microseconds()
 	for i := range recs {
@@ -92,7 +91,7 @@ func (s *DB) upsertRollup(ctx context.Context, tx *sql.Tx, recs []Record) error 
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, compareKeys)
-	return s.execChunked(ctx, tx, stmtRollup, len(keys), 18, func(args []any, i int) []any {
+	return execChunked(ctx, w, stmtRollup, len(keys), 18, func(args []any, i int) []any {
 		k := keys[i]
 		v := sums[k]
 		return append(args, k.hour, k.workspace, k.organisation, k.apiKey, k.virtualKey, k.config, k.provider,

@@ -35,22 +35,16 @@ func (s *DB) InsertSpooled(ctx context.Context, segment string, through uint64, 
 	for i := range recs {
 		cleanRecord(&recs[i])
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	if len(recs) > 0 {
-		if err := s.insertTx(ctx, tx, recs); err != nil {
-			return err
+	return s.write(ctx, func(w txWriter) error {
+		if len(recs) > 0 {
+			if err := s.insertTx(ctx, w, recs); err != nil {
+				return err
+			}
 		}
-	}
-	if _, err := tx.ExecContext(ctx, s.d.bind(`INSERT INTO llm_ledger_spool (segment, seq, updated_at) VALUES (?, ?, ?)
-		ON CONFLICT (segment) DO UPDATE SET seq = excluded.seq, updated_at = excluded.updated_at`),
-		segment, int64(through), time.Now().Unix()); err != nil {
-		return err
-	}
-	return tx.Commit()
+		return w.execSQL(ctx, `INSERT INTO llm_ledger_spool (segment, seq, updated_at) VALUES (?, ?, ?)
+		ON CONFLICT (segment) DO UPDATE SET seq = excluded.seq, updated_at = excluded.updated_at`,
+			segment, int64(through), time.Now().Unix())
+	})
 }
 
 // SpoolPosition implements SpoolStore.

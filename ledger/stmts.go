@@ -45,31 +45,44 @@ type stmtKey struct {
 }
 
 // stmts are a DB's prepared statements, every shape prepared when the
-// database opens (prepare), so the map is only read afterwards.
+// database opens (prepare), so the map is only read afterwards. On
+// PostgreSQL it holds none: pgx prepares what the writer runs on each
+// connection itself, from the texts in sqlText.
 type stmts map[stmtKey]*sql.Stmt
 
-// prepare prepares every shape of the writer's statements. It runs
-// before any transaction: preparing on the pool while a transaction
-// holds its only connection (":memory:") would wait forever.
+// prepare prepares every shape of the writer's statements (SQLite) or
+// writes their texts (PostgreSQL). It runs before any transaction:
+// preparing on the pool while a transaction holds its only connection
+// (":memory:") would wait forever.
 func (s *DB) prepare(ctx context.Context) error {
 	s.stmts = make(stmts, 17)
+	s.sqlText = make(map[stmtKey]string, 17)
+	keys := []stmtKey{{stmtInsertLine, 1}}
 	for n := 1; n <= maxChunk; n *= 2 {
-		for _, k := range []stmtKey{{stmtInsert, n}, {stmtRollup, n}} {
-			if err := s.prepareOne(ctx, k); err != nil {
-				return err
-			}
-		}
+		keys = append(keys, stmtKey{stmtInsert, n}, stmtKey{stmtRollup, n})
 	}
-	return s.prepareOne(ctx, stmtKey{stmtInsertLine, 1})
+	for _, k := range keys {
+		q := s.d.bind(s.stmtSQL(k))
+		s.sqlText[k] = q
+		if s.d.postgres {
+			continue
+		}
+		st, err := s.db.PrepareContext(ctx, q)
+		if err != nil {
+			return err
+		}
+		s.stmts[k] = st
+	}
+	return nil
 }
 
-func (s *DB) prepareOne(ctx context.Context, k stmtKey) error {
-	st, err := s.db.PrepareContext(ctx, s.d.bind(s.stmtSQL(k)))
-	if err != nil {
-		return err
+// stmtText is the text of the writer's statement k, bound for the
+// dialect.
+func (s *DB) stmtText(k stmtKey) string {
+	if q, ok := s.sqlText[k]; ok {
+		return q
 	}
-	s.stmts[k] = st
-	return nil
+	return s.d.bind(s.stmtSQL(k))
 }
 
 func (s *DB) stmtSQL(k stmtKey) string {
@@ -99,7 +112,7 @@ func (s *DB) stmt(ctx context.Context, tx *sql.Tx, kind stmtKind, rows int) (*sq
 		return tx.StmtContext(ctx, st), nil
 	}
 	// Not a prepared shape: prepared for this transaction only.
-	return tx.PrepareContext(ctx, s.d.bind(s.stmtSQL(stmtKey{kind, rows})))
+	return tx.PrepareContext(ctx, s.stmtText(stmtKey{kind, rows}))
 }
 
 // closeStmts closes the prepared statements (Close).
@@ -110,8 +123,9 @@ func (s *DB) closeStmts() {
 }
 
 // execChunked runs the statement of kind over n rows in chunks of
-// rowChunk's sizes, appendRow appending row i's values to the arguments.
-func (s *DB) execChunked(ctx context.Context, tx *sql.Tx, kind stmtKind, n, perRow int, appendRow func(args []any, i int) []any) error {
+// rowChunk's sizes within w, appendRow appending row i's values to the
+// arguments.
+func execChunked(ctx context.Context, w txWriter, kind stmtKind, n, perRow int, appendRow func(args []any, i int) []any) error {
 	args := make([]any, 0, min(n, maxChunk)*perRow)
 	for start := 0; start < n; {
 		size := rowChunk(n - start)
@@ -119,11 +133,7 @@ func (s *DB) execChunked(ctx context.Context, tx *sql.Tx, kind stmtKind, n, perR
 		for i := start; i < start+size; i++ {
 			args = appendRow(args, i)
 		}
-		st, err := s.stmt(ctx, tx, kind, size)
-		if err != nil {
-			return err
-		}
-		if _, err := st.ExecContext(ctx, args...); err != nil {
+		if _, err := w.exec(ctx, kind, size, args); err != nil {
 			return err
 		}
 		start += size

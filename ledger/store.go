@@ -3,7 +3,6 @@ package ledger
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -39,6 +38,8 @@ type DB struct {
 	// dsn names the database in errors without its credentials.
 	name  string
 	stmts stmts
+	// sqlText are the texts of the writer's statements (prepare).
+	sqlText map[stmtKey]string
 	// ready is set once Connect has migrated the schema and prepared
 	// the statements; until then writes and queries answer ErrNotReady.
 	ready  atomic.Bool
@@ -260,155 +261,11 @@ const bulkColumns = "ts, trace_id, api_key, workspace_id, organisation_id, virtu
 
 const nBulkColumns = nColumns - 2
 
-// Insert implements Store. It replaces what PostgreSQL's text cannot
-// hold in recs' text, in place, on both databases (cleanRecord).
-func (s *DB) Insert(ctx context.Context, recs []Record) error {
-	if len(recs) == 0 {
-		return nil
-	}
-	if !s.ready.Load() {
-		return ErrNotReady
-	}
-	for i := range recs {
-		cleanRecord(&recs[i])
-	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	if err := s.insertTx(ctx, tx, recs); err != nil {
-		return err
-	}
-	return tx.Commit()
-}
-
-// insertTx writes recs and their rollup within tx.
-func (s *DB) insertTx(ctx context.Context, tx *sql.Tx, recs []Record) error {
-	recs, rolled, err := s.insertLines(ctx, tx, recs)
-	if err != nil {
-		return err
-	}
-	err = s.execChunked(ctx, tx, stmtInsert, len(recs), nBulkColumns+nInsertColumns, func(args []any, i int) []any {
-		return appendArgs(args, &recs[i], false)
-	})
-	if err != nil {
-		return err
-	}
-	return s.upsertRollup(ctx, tx, rolled)
-}
-
-// insertLines writes the records of batch lines in recs one by one,
-// each ignored when the ledger already holds a record of its line (a
-// line run twice after another instance took its batch over, whose
-// duplicate run's claim was lost). It returns the other records, for the
-// bulk insert, and those followed by the line records written, for the
-// rollup (one upsert, in key order). recs itself is left as it is;
-// without batch lines both are recs.
-func (s *DB) insertLines(ctx context.Context, tx *sql.Tx, recs []Record) (bulk, rolled []Record, err error) {
-	n := 0
-	for i := range recs {
-		if recs[i].BatchID != "" {
-			n++
-		}
-	}
-	if n == 0 {
-		return recs, recs, nil
-	}
-	rolled = make([]Record, 0, len(recs))
-	for i := range recs {
-		if recs[i].BatchID == "" {
-			rolled = append(rolled, recs[i])
-		}
-	}
-	plain := len(rolled)
-	st, err := s.stmt(ctx, tx, stmtInsertLine, 1)
-	if err != nil {
-		return nil, nil, err
-	}
-	args := make([]any, 0, nColumns+nInsertColumns)
-	for i := range recs {
-		r := &recs[i]
-		if r.BatchID == "" {
-			continue
-		}
-		res, err := st.ExecContext(ctx, appendArgs(args[:0], r, true)...)
-		if err != nil {
-			return nil, nil, err
-		}
-		added, err := res.RowsAffected()
-		if err != nil {
-			return nil, nil, err
-		}
-		if added == 1 {
-			rolled = append(rolled, *r)
-		}
-	}
-	return rolled[:plain:plain], rolled, nil
-}
-
-// insertSQL is an INSERT of rows records, batch lines (all columns) or
-// others (bulkColumns).
-func insertSQL(rows int, lines bool) string {
-	cols, n := bulkColumns+insertColumns, nBulkColumns+nInsertColumns
-	if lines {
-		cols, n = columns+insertColumns, nColumns+nInsertColumns
-	}
-	var b strings.Builder
-	b.WriteString("INSERT INTO llm_ledger (" + cols + ") VALUES ")
-	row := "(" + strings.Repeat("?, ", n-1) + "?)"
-	for i := 0; i < rows; i++ {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(row)
-	}
-	return b.String()
-}
-
-// appendArgs appends r's values in the order of columns (a batch line)
-// or bulkColumns, then insertColumns.
-func appendArgs(args []any, r *Record, line bool) []any {
-	var cost, ttft any
-	if r.CostKnown {
-		cost = r.CostNanoUSD
-	}
-	if r.TTFT > 0 {
-		ttft = r.TTFT.Microseconds()
-	}
-	md := "{}"
-	if len(r.Metadata) > 0 {
-		if b, err := json.Marshal(r.Metadata); err == nil {
-			md = string(b)
-		}
-	}
-	// Integers go in as int64, which database/sql passes on as they
-	// are; an int takes its reflection-based converter.
-	var stream int64
-	if r.Stream {
-		stream = 1
-	}
-	var estimated int64
-	if r.Estimated {
-		estimated = 1
-	}
-	args = append(args, r.Time.UnixMicro(), r.TraceID, r.APIKey, r.Workspace, r.Organisation, r.VirtualKey,
-		r.ConfigID, r.Provider, r.Model, r.Operation, int64(r.Status), stream, r.InputTokens, r.OutputTokens,
-		r.CachedTokens, r.CacheWriteTokens, r.ReasoningTokens, cost, r.Latency.Microseconds(), ttft,
-		r.CacheState, int64(r.Retries), md)
-	if line {
-		var batchID, customID any
-		if r.BatchID != "" {
-			batchID, customID = r.BatchID, r.CustomID
-		}
-		args = append(args, batchID, customID)
-	}
-	bucket, hash := traceKey(r.TraceID, r.Time.Add(-r.Latency))
-	return append(args, estimated, bucket, hash)
-}
-
 // Sweep implements Store. It deletes whole hours only (before is cut
 // to the hour), so the rollup and the records it sums always agree.
+// Records are found through the organisation's time index, one
+// organisation after the other (each the least above the last: one
+// index seek), since no index on time alone is kept (migration 7).
 func (s *DB) Sweep(ctx context.Context, before time.Time) (int64, error) {
 	if !s.ready.Load() {
 		return 0, ErrNotReady
@@ -419,16 +276,32 @@ func (s *DB) Sweep(ctx context.Context, before time.Time) (int64, error) {
 		return 0, err
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	res, err := tx.ExecContext(ctx, s.d.bind("DELETE FROM llm_ledger WHERE ts < ?"), cutoff)
-	if err != nil {
+	var (
+		deleted int64
+		org     sql.NullString
+	)
+	next := "SELECT MIN(organisation_id) FROM llm_ledger"
+	if err := tx.QueryRowContext(ctx, next).Scan(&org); err != nil {
 		return 0, err
+	}
+	del := s.d.bind("DELETE FROM llm_ledger WHERE organisation_id = ? AND ts < ?")
+	next = s.d.bind(next + " WHERE organisation_id > ?")
+	for org.Valid {
+		res, err := tx.ExecContext(ctx, del, org.String, cutoff)
+		if err != nil {
+			return 0, err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return 0, err
+		}
+		deleted += n
+		if err := tx.QueryRowContext(ctx, next, org.String).Scan(&org); err != nil {
+			return 0, err
+		}
 	}
 	if _, err := tx.ExecContext(ctx, s.d.bind("DELETE FROM llm_ledger_rollup WHERE hour < ?"), cutoff); err != nil {
 		return 0, err
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, err
-	}
-	return n, tx.Commit()
+	return deleted, tx.Commit()
 }
