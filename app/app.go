@@ -65,6 +65,9 @@ type App struct {
 	ledgerState
 	// budgetState adds "budgets" and the usage limits (budgets.go).
 	budgetState
+	// budgetMetrics exports where the usage limits stand
+	// (budgetmetrics.go).
+	budgetMetrics
 	// keysState adds "keys" and the managed record store (keys.go).
 	keysState
 	// admissions holds the llm_ratelimit stages managed batch lines pass
@@ -159,6 +162,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	if err := a.provisionBudgets(ctx); err != nil {
+		return err
+	}
+	if err := a.provisionBudgetMetrics(ctx); err != nil {
 		return err
 	}
 	if err := observe.RegisterMetrics(ctx.GetMetricsRegistry()); err != nil {

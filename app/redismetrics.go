@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/metricset"
 )
 
 // Redis metrics. They are created once per process and registered into
@@ -26,21 +28,12 @@ var (
 	}, []string{"command"})
 )
 
+var redisCollectors = metricset.Declare(redisCommandDuration, redisCommandErrors)
+
 // registerRedisMetrics registers the store collectors into reg, which may
 // already hold them from an earlier load.
 func registerRedisMetrics(reg *prometheus.Registry) error {
-	if reg == nil {
-		return nil
-	}
-	for _, c := range []prometheus.Collector{redisCommandDuration, redisCommandErrors} {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				return err
-			}
-		}
-	}
-	return nil
+	return metricset.Register(reg, redisCollectors)
 }
 
 // redisMetricsHook times every command and pipeline and counts failures.

@@ -205,6 +205,7 @@ func (a *App) RedisKeyPrefix() string {
 func (a *App) Cleanup() error {
 	a.cleanupBatches()
 	a.cleanupLedger()
+	a.cleanupBudgetMetrics()
 	var err error
 	if a.redisKey != "" {
 		_, err = redisPool.Delete(a.redisKey)

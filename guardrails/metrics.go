@@ -1,9 +1,9 @@
 package guardrails
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/metricset"
 )
 
 // asyncDropped counts async hook runs the pool dropped. Like the
@@ -20,14 +20,7 @@ func recordAsyncDrop(reason string) { asyncDropped.WithLabelValues(reason).Inc()
 // RegisterMetrics registers the guardrails collectors into reg (a
 // config's registry), which may already hold them from an earlier load.
 func RegisterMetrics(reg prometheus.Registerer) error {
-	if reg == nil {
-		return nil
-	}
-	if err := reg.Register(asyncDropped); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if !errors.As(err, &are) {
-			return err
-		}
-	}
-	return nil
+	return metricset.Register(reg, guardrailCollectors)
 }
+
+var guardrailCollectors = metricset.Declare(asyncDropped)

@@ -23,6 +23,7 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/bodybuf"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/upstream"
@@ -287,7 +288,7 @@ func (res *result) fail(ae *apierror.Error, cause routing.Cause) routing.Outcome
 	h.Set("Content-Type", "application/json")
 	h.Set(apierror.HeaderGatewayError, "true")
 	res.held = &heldAnswer{status: ae.Status, header: h, body: ae.Body()}
-	res.err = ae.Message
+	res.err, res.refusal = ae.Message, observe.RefusalOf(ae)
 	return routing.Outcome{Status: ae.Status, Cause: cause, Result: res}
 }
 

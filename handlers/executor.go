@@ -57,8 +57,11 @@ type result struct {
 	usage  *providers.Usage
 	model  string
 	prompt promptUse
-	// err is the gateway's message for the log, when it made the failure.
-	err string
+	// err is the gateway's message for the log, when it made the failure,
+	// and refusal the reason when that failure refuses the request
+	// (observe.RefusalOf, or a guardrail's denial).
+	err     string
+	refusal string
 	// hooks are the results of the attempt's hooks, when it has any.
 	hooks *hookRecord
 	// abort asks for the client's connection to be broken: a

@@ -262,7 +262,7 @@ func (s *guardStep) attempt(ctx context.Context, p attemptPlan) routing.Outcome 
 		}
 		res.hooks = gs.record()
 		res.held = denyAnswer(cur.before, nil)
-		res.err = "denied by a before-request hook"
+		res.err, res.refusal = "denied by a before-request hook", observe.RefusalGuardrailDenied
 		return routing.Outcome{Status: guardrails.StatusDenied, Result: res}
 	}
 	gs.apply(&p)
@@ -300,7 +300,7 @@ func (s *guardStep) after(ctx context.Context, o routing.Outcome) routing.Outcom
 	cur.after, rec.after = after, after
 	if after.Denied() {
 		res.held = denyAnswer(cur.before, after)
-		res.err = "answer withheld by an after-request hook"
+		res.err, res.refusal = "answer withheld by an after-request hook", observe.RefusalGuardrailDenied
 		o.Status = guardrails.StatusDenied
 		return o
 	}

@@ -41,8 +41,10 @@ type flight struct {
 	res    *result
 	status int
 	done   bool
-	// err is the message of the gateway's error answer, if any.
-	err string
+	// err is the message of the gateway's error answer, if any, and
+	// refusal the reason it refuses the request for (observe.RefusalOf).
+	err     string
+	refusal string
 	// costUSD and costKnown are the answer's price, when priced.
 	costUSD   float64
 	costKnown bool
@@ -91,7 +93,7 @@ func (g *Gateway) startFlight(w http.ResponseWriter, r *http.Request) *flight {
 func (g *Gateway) endFlight(r *http.Request, f *flight, err error) {
 	if err != nil {
 		e := apierror.As(err)
-		f.err = e.Message
+		f.err, f.refusal = e.Message, observe.RefusalOf(e)
 		info := f.res.info()
 		if info == nil && f.q != nil && f.q.Plan != nil {
 			// Routing ended before any attempt (every breaker open).
@@ -231,7 +233,7 @@ func (f *flight) finish() {
 	if f.localOp != "" {
 		e.Operation = f.localOp
 	}
-	e.Error = f.err
+	e.Error, e.Refusal = f.err, f.refusal
 	f.logSteps(f.steps)
 	e.CostUSD, e.CostKnown = f.costUSD, f.costKnown
 	res := f.res
@@ -261,8 +263,10 @@ func (f *flight) finish() {
 		}
 		e.Usage = res.usage
 		f.logHooks(res.hooks)
-		if e.Error == "" {
-			e.Error = res.err
+		if f.err == "" {
+			// The final attempt's answer is the client's: its refusal,
+			// if it is one, is the request's.
+			e.Error, e.Refusal = res.err, res.refusal
 		}
 		prompt = res.prompt
 	}

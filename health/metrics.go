@@ -1,9 +1,9 @@
 package health
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/metricset"
 )
 
 // storeUp is the state of each shared store as readiness last saw it. It
@@ -15,19 +15,12 @@ var storeUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Help: "Whether a shared store (redis, ledger) answered the last readiness round: 1 up, 0 down. A down store degrades the instance; it fails readiness only when named in llm_health's fail_on.",
 }, []string{"store"})
 
+var healthCollectors = metricset.Declare(storeUp)
+
 // registerMetrics registers the health collectors into reg, which may
 // already hold them from an earlier load.
 func registerMetrics(reg *prometheus.Registry) error {
-	if reg == nil {
-		return nil
-	}
-	if err := reg.Register(storeUp); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if !errors.As(err, &are) {
-			return err
-		}
-	}
-	return nil
+	return metricset.Register(reg, healthCollectors)
 }
 
 // observeStore records one store's state after a round.

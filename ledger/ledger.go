@@ -394,7 +394,10 @@ func (l *Ledger) writeSpooling(buf []Record) {
 func (l *Ledger) insert(recs []Record) error {
 	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	defer cancel()
-	return l.store.Insert(ctx, recs)
+	start := time.Now()
+	err := l.store.Insert(ctx, recs)
+	observeWrite(insertDuration, insertErrors, start, err)
+	return err
 }
 
 // writeEach writes recs one record a transaction, after the database

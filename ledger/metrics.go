@@ -1,11 +1,12 @@
 package ledger
 
 import (
-	"errors"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/metricset"
 )
 
 // The ledger's metrics are process-wide, as the request metrics are
@@ -69,20 +70,11 @@ var (
 // RegisterMetrics registers the ledger's metrics with reg (nil: none);
 // registering them again is not an error.
 func RegisterMetrics(reg *prometheus.Registry) error {
-	if reg == nil {
-		return nil
-	}
-	for _, c := range []prometheus.Collector{recordsWritten, recordsDropped, recordsRejected, recordsSpooled, recordsReplayed,
-		queueDepth, spoolBytes, spoolRecords, writerLag, storeUp, writeErrors} {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				return err
-			}
-		}
-	}
-	return nil
+	return metricset.Register(reg, ledgerCollectors)
 }
+
+var ledgerCollectors = metricset.Declare(recordsWritten, recordsDropped, recordsRejected, recordsSpooled, recordsReplayed,
+	queueDepth, spoolBytes, spoolRecords, writerLag, storeUp, writeErrors, storeDuration, storeErrors)
 
 // live holds the process's open ledgers, for the gauges.
 var live sync.Map // *Ledger → struct{}

@@ -162,7 +162,7 @@ func (l *Ledger) replayBatch() (int, error) {
 		seg.mark()
 		return read, nil
 	}
-	err = l.sstore.InsertSpooled(ctx, seg.id, last, recs)
+	err = l.insertSpooled(ctx, seg.id, last, recs)
 	if err == nil {
 		l.spool.commit(seg, last)
 		seg.mark()
@@ -179,10 +179,10 @@ func (l *Ledger) replayBatch() (int, error) {
 	base := last - uint64(len(recs))
 	for i := range recs {
 		seq := base + uint64(i) + 1
-		err := l.sstore.InsertSpooled(ctx, seg.id, seq, recs[i:i+1])
+		err := l.insertSpooled(ctx, seg.id, seq, recs[i:i+1])
 		if err != nil && refusedForData(l.store, err) {
 			l.reject(&recs[i], err)
-			err = l.sstore.InsertSpooled(ctx, seg.id, seq, nil)
+			err = l.insertSpooled(ctx, seg.id, seq, nil)
 		} else if err == nil {
 			recordsWritten.Inc()
 			recordsReplayed.Inc()

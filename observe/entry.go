@@ -49,6 +49,11 @@ type Entry struct {
 	Attempts  []Attempt
 	// Error is the gateway's own error message, if it produced one.
 	Error string
+	// Refusal is why the gateway itself refused the request (one of
+	// RefusalReasons), "" when it did not: counted once, when the entry
+	// is recorded, in llm_gateway_refusals_total. It is not logged (the
+	// status and error say it).
+	Refusal string
 	// BatchID and CustomID name the managed batch line the request ran
 	// (empty for other requests): the ledger keeps one record per line.
 	BatchID, CustomID string

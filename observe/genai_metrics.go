@@ -1,12 +1,12 @@
 package observe
 
 import (
-	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	cachestatus "github.com/caddy-llm-gateway/caddy-llm-gateway/cache/status"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/metricset"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
@@ -84,11 +84,11 @@ var (
 		Help: "Guardrail check results, by stage (input, output), check and verdict (pass, fail, error).",
 	}, []string{"stage", "check", "verdict"})
 
-	genaiCollectors = []prometheus.Collector{
+	genaiCollectors = metricset.Declare(
 		genaiOperationDuration, genaiTimeToFirstChunk, genaiTokenUsage,
 		costTotal, costUnknownTotal, cacheLookupsTotal, retriesTotal, fallbacksTotal,
 		breakerTransitionsTotal, breakersGauge, guardrailVerdictsTotal,
-	}
+	)
 
 	// The children every answered request records (children.go).
 	genaiDurationByLabels = observers(genaiOperationDuration, 4)
@@ -104,18 +104,7 @@ var (
 // from an earlier load. The collectors are created once per process, so
 // counters stay monotonic across reloads.
 func RegisterGenAIMetrics(reg prometheus.Registerer) error {
-	if reg == nil {
-		return nil
-	}
-	for _, c := range genaiCollectors {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				return err
-			}
-		}
-	}
-	return nil
+	return metricset.Register(reg, genaiCollectors)
 }
 
 // LabelBounds holds the bounds the caller applies to caller-chosen label

@@ -1,13 +1,13 @@
 package observe
 
 import (
-	"errors"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	cachestatus "github.com/caddy-llm-gateway/caddy-llm-gateway/cache/status"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/metricset"
 )
 
 // Collectors are created once per process and registered into every
@@ -30,7 +30,7 @@ var (
 		Name: "llm_gateway_attempts_total",
 		Help: "Attempts per target, by provider and outcome (ok, cache_hit, retry, fallback, breaker_open, timeout, unreachable, error, …).",
 	}, []string{"provider", "outcome"})
-	collectors = []prometheus.Collector{requestsTotal, attemptsTotal}
+	collectors = metricset.Declare(requestsTotal, attemptsTotal, refusalsTotal)
 
 	requestsByLabels = counters(requestsTotal, 3)
 	attemptsByLabels = counters(attemptsTotal, 2)
@@ -62,15 +62,7 @@ func RegisterMetrics(reg *prometheus.Registry) error {
 	if err := RegisterGenAIMetrics(reg); err != nil {
 		return err
 	}
-	for _, c := range collectors {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				return err
-			}
-		}
-	}
-	return nil
+	return metricset.Register(reg, collectors)
 }
 
 // record adds the entry to the request metrics. Control-plane requests
@@ -86,6 +78,9 @@ func (e *Entry) record(time.Time) {
 	}
 	provider = providerLabel(provider)
 	requestsByLabels.with(labelKey{provider, string(e.Operation), codeLabel(e.Status)}).Inc()
+	if e.Refusal != "" {
+		RecordRefusal(e.Refusal)
+	}
 	for _, a := range e.Attempts {
 		attemptsByLabels.with(labelKey{providerLabel(a.Provider), a.Outcome}).Inc()
 		switch a.Outcome {

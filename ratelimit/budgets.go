@@ -34,6 +34,12 @@ type budgeter interface {
 	BudgetEnforcer() *budgets.Enforcer
 }
 
+// groupNoter is the app's record of the groups usage limits count, which
+// the budget gauges read (app.NoteBudgetGroups).
+type groupNoter interface {
+	NoteBudgetGroups(ctx context.Context, a *policies.Attributes)
+}
+
 // admitBudget reserves r on the usage limits that match it (budget) and
 // writes the refusal when there is one; false when r may not proceed.
 func (h *Handler) admitBudget(w http.ResponseWriter, r *http.Request, c *requester, v *verdict) bool {
@@ -95,6 +101,9 @@ func (h *Handler) budget(hdr http.Header, r *http.Request, c *requester, v *verd
 	var none policies.Policy
 	res := budgets.Reserve{MicroUSD: h.reserveSpend(&q, &none), Tokens: h.reserveTokens(&q, &none)}
 	adm, refused, err := e.Admit(ctx, &q.attrs, res)
+	if n, ok := h.ctl.(groupNoter); ok && (adm != nil || refused != nil) {
+		n.NoteBudgetGroups(ctx, &q.attrs)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, false

@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"errors"
 	"net"
 	"net/http"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/metricset"
 )
 
 // rejectionsTotal counts 429 answers. It is created once per process and
@@ -24,19 +24,12 @@ var rejectionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Requests llm_ratelimit answered with 429, by the refusing policy's type (requests, tokens, cost) and unit (rpm, rph, rpd).",
 }, []string{"type", "unit"})
 
+var rateLimitCollectors = metricset.Declare(rejectionsTotal)
+
 // registerMetrics registers the handler's collectors into reg, which may
 // already hold them from an earlier load.
 func registerMetrics(reg *prometheus.Registry) error {
-	if reg == nil {
-		return nil
-	}
-	if err := reg.Register(rejectionsTotal); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if !errors.As(err, &are) {
-			return err
-		}
-	}
-	return nil
+	return metricset.Register(reg, rateLimitCollectors)
 }
 
 // reject answers 429 for the policy that refused, and logs and counts the
