@@ -109,25 +109,28 @@ func (c *Collector) samples() []sample {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
 	defer cancel()
-	snap, err := c.refresh(ctx)
+	snap, read, err := c.refresh(ctx)
 	if err != nil && c.OnError != nil {
 		c.OnError(err)
 	}
-	c.at, c.snap = now, snap
+	c.at, c.snap = time.Time{}, snap
+	if read || err != nil {
+		// Without a limit nothing was read, and the first limit created
+		// shows at the next scrape.
+		c.at = now
+	}
 	return snap
 }
 
-// refresh reads every tracked and configured group's status. Each
-// request description read covers every limit it matches; one whose
-// groups an earlier read already covered is not read again, so a refresh
-// reads at most one description per group.
-func (c *Collector) refresh(ctx context.Context) ([]sample, error) {
+// refresh reads every tracked and configured group's status; read is
+// false when there was no limit to read. Each request description read
+// covers every limit it matches; one whose groups an earlier read
+// already covered is not read again, so a refresh reads at most one
+// description per group.
+func (c *Collector) refresh(ctx context.Context) (_ []sample, read bool, _ error) {
 	limits, err := c.read.Active(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if len(limits) == 0 {
-		return nil, nil
+	if err != nil || len(limits) == 0 {
+		return nil, false, err
 	}
 	active := make(map[string]*budgets.UsageLimit, len(limits))
 	for _, u := range limits {
@@ -155,7 +158,7 @@ func (c *Collector) refresh(ctx context.Context) ([]sample, error) {
 		}
 		sts, err := c.read.Statuses(ctx, a)
 		if err != nil {
-			return nil, err
+			return nil, true, err
 		}
 		for _, s := range sts {
 			u := active[s.PolicyID]
@@ -171,7 +174,7 @@ func (c *Collector) refresh(ctx context.Context) ([]sample, error) {
 				limit: s.CreditLimit, used: s.Used, remaining: s.Remaining})
 		}
 	}
-	return top(out, TopGroups), nil
+	return top(out, TopGroups), true, nil
 }
 
 // top keeps the n most used groups of each limit and sums the others of

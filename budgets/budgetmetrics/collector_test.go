@@ -102,7 +102,7 @@ func TestCollectorGauges(t *testing.T) {
 	for _, a := range []*policies.Attributes{red, blue} {
 		g.Note(r.source, a)
 	}
-	c.at = time.Time{} // the empty read above is cached
+	c.at = time.Time{} // the read above, of limits without groups yet, is cached
 	got := gauges(t, c)
 	want := map[string]float64{
 		"llm_gateway_budget_limit{team-usd,cost,api_key=red}":                      5,
@@ -179,6 +179,19 @@ func TestCollectorReadsOncePerRefresh(t *testing.T) {
 	}
 }
 
+// TestCollectorReadsEachGroupOnce: a group both configured and seen in a
+// request (an API key's own limit) is read once per refresh.
+func TestCollectorReadsEachGroupOnce(t *testing.T) {
+	key := limit(t, budgets.UsageLimit{ID: "api_key:rec-1", WorkspaceID: wsA, OrganisationID: org,
+		Conditions: []policies.Condition{{Key: policies.KeyAPIKey, Value: "team-a"}}, GroupBy: byKey(policies.KeyAPIKey)})
+	r := newReader(key)
+	g := NewGroups(0)
+	g.Note(r.source, &policies.Attributes{WorkspaceID: wsA, OrganisationID: org, APIKey: "team-a", Model: "gpt-4o"})
+	if got := gauges(t, NewCollector(g, r)); len(got) != 3 || r.reads != 1 {
+		t.Errorf("%d series from %d reads, want 3 from 1", len(got), r.reads)
+	}
+}
+
 // TestCollectorErrorHasNoSeries: when the limits cannot be read the
 // scrape has no budget series (not stale money) and OnError is told.
 func TestCollectorErrorHasNoSeries(t *testing.T) {
@@ -227,6 +240,26 @@ func TestConfiguredGroups(t *testing.T) {
 	}
 	if len(got) != 3*len(want) {
 		t.Errorf("series %v, want only those of the configured groups", got)
+	}
+}
+
+// TestCollectorShowsANewLimitAtOnce: without limits nothing is read,
+// so the first limit created shows at the next scrape, not RefreshEvery
+// later.
+func TestCollectorShowsANewLimitAtOnce(t *testing.T) {
+	r := newReader()
+	now := time.Unix(1e9, 0)
+	c := NewCollector(NewGroups(0), r)
+	c.now = func() time.Time { return now }
+	if len(gauges(t, c)) != 0 {
+		t.Fatal("series without limits")
+	}
+	key := limit(t, budgets.UsageLimit{ID: "api_key:rec-1", WorkspaceID: wsA,
+		Conditions: []policies.Condition{{Key: policies.KeyAPIKey, Value: "team-a"}}, GroupBy: byKey(policies.KeyAPIKey)})
+	r.source = source{key}
+	r.e = budgets.NewEnforcer(policies.NewMemoryLimiter(), r.source, nil, nil)
+	if len(gauges(t, c)) != 3 {
+		t.Error("the new limit does not show at the next scrape")
 	}
 }
 
