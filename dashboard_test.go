@@ -1,4 +1,7 @@
-package observe_test
+package llmgateway_test
+
+// The dashboard test lives here, where every package of the gateway is
+// linked and so has declared its metrics (internal/metricset).
 
 import (
 	"encoding/json"
@@ -8,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	// Every package of the gateway, so that each declares its metrics.
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/metricset"
 )
@@ -91,7 +93,7 @@ func exported(names map[string]bool, name string) bool {
 
 func readDashboard(t *testing.T) *dashboard {
 	t.Helper()
-	raw, err := os.ReadFile("../examples/grafana-dashboard.json")
+	raw, err := os.ReadFile("examples/grafana-dashboard.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +161,7 @@ func TestDashboardAndDocsUseRealMetrics(t *testing.T) {
 			}
 		}
 	}
-	docs, err := os.ReadFile("../docs/observability.md")
+	docs, err := os.ReadFile("docs/observability.md")
 	if err != nil {
 		t.Fatal(err)
 	}
