@@ -8,7 +8,6 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/budgets"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/budgets/budgetmetrics"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/logthrottle"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/metricset"
@@ -30,9 +29,6 @@ func (pooledGroups) Destruct() error { return nil }
 type budgetMetrics struct {
 	budgetGroups        *budgetmetrics.Groups
 	releaseBudgetGroups func()
-	// limitSource is the enforcer's source of limits (provisionBudgets),
-	// whose cache of the keys' limits the gauges share.
-	limitSource *budgetSource
 }
 
 // provisionBudgetMetrics registers the budget gauges' collector, which
@@ -46,7 +42,7 @@ func (a *App) provisionBudgetMetrics(ctx caddy.Context) error {
 		return err
 	}
 	a.budgetGroups, a.releaseBudgetGroups = v.(pooledGroups).Groups, release(budgetGroupsKey)
-	c := budgetmetrics.NewCollector(a.budgetGroups, budgetReader{a})
+	c := budgetmetrics.NewCollector(a.budgetGroups, a.budgets)
 	logger := a.logger.Named("budgets")
 	var warn logthrottle.Throttle
 	c.OnError = func(err error) {
@@ -73,32 +69,12 @@ func (a *App) cleanupBudgetMetrics() {
 // for the budget gauges. Admission calls it for every request a limit
 // applied to, admitted or refused.
 func (a *App) NoteBudgetGroups(ctx context.Context, attrs *policies.Attributes) {
-	if a.budgetGroups == nil || a.budgets == nil {
+	if a.budgetGroups == nil {
 		return
 	}
-	limits, err := a.budgetLimits(ctx)
+	limits, err := a.budgets.Limits(ctx)
 	if err != nil {
 		return
 	}
 	a.budgetGroups.Note(limits, attrs)
-}
-
-// budgetLimits returns the limits the enforcer enforces.
-func (a *App) budgetLimits(ctx context.Context) ([]*budgets.UsageLimit, error) {
-	if a.limitSource == nil {
-		return nil, nil
-	}
-	return a.limitSource.Active(ctx)
-}
-
-// budgetReader is what the budget collector reads: the enforcer's limits
-// and statuses.
-type budgetReader struct{ a *App }
-
-func (r budgetReader) Active(ctx context.Context) ([]*budgets.UsageLimit, error) {
-	return r.a.budgetLimits(ctx)
-}
-
-func (r budgetReader) Statuses(ctx context.Context, attrs *policies.Attributes) ([]budgets.Status, error) {
-	return r.a.budgets.Statuses(ctx, attrs)
 }

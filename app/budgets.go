@@ -139,8 +139,7 @@ func (a *App) provisionBudgets(ctx caddy.Context) error {
 			budgets.WithSecret([]byte(secret)), budgets.WithMarks(marks), budgets.WithClock(Now))
 		go a.alerter.Run(ctx)
 	}
-	a.limitSource = &budgetSource{a: a}
-	a.budgets = budgets.NewEnforcer(a.limiter, a.limitSource, a.alerter, nil)
+	a.budgets = budgets.NewEnforcer(a.limiter, &budgetSource{a: a}, a.alerter, nil)
 	if db := a.LedgerDB(); db != nil {
 		// Counters a shared store lost are rebuilt from the ledger.
 		a.budgets.SetSeeder(budgets.LedgerSeeder{DB: db}, once)

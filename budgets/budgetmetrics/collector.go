@@ -40,13 +40,13 @@ var (
 		"What a group has left of a usage limit in its current period (0 when spent).", labels, nil)
 )
 
-// Reader is what the collector reads: the active limits and where they
-// stand for a request (a *budgets.Enforcer and its source).
+// Reader is what the collector reads: the active limits and where one
+// group of a limit stands (a *budgets.Enforcer).
 type Reader interface {
-	// Active lists the active usage limits (budgets.Source).
-	Active(ctx context.Context) ([]*budgets.UsageLimit, error)
-	// Statuses is budgets.Enforcer.Statuses.
-	Statuses(ctx context.Context, a *policies.Attributes) ([]budgets.Status, error)
+	// Limits is budgets.Enforcer.Limits.
+	Limits(ctx context.Context) ([]*budgets.UsageLimit, error)
+	// StatusOf is budgets.Enforcer.StatusOf.
+	StatusOf(ctx context.Context, u *budgets.UsageLimit, a *policies.Attributes) (budgets.Status, error)
 }
 
 // Collector is the prometheus.Collector of the budget gauges. Its zero
@@ -122,13 +122,10 @@ func (c *Collector) samples() []sample {
 	return snap
 }
 
-// refresh reads every tracked and configured group's status; read is
-// false when there was no limit to read. Each request description read
-// covers every limit it matches; one whose groups an earlier read
-// already covered is not read again, so a refresh reads at most one
-// description per group.
+// refresh reads the status of every configured and tracked group once
+// (one counter each); read is false when there was no limit to read.
 func (c *Collector) refresh(ctx context.Context) (_ []sample, read bool, _ error) {
-	limits, err := c.read.Active(ctx)
+	limits, err := c.read.Limits(ctx)
 	if err != nil || len(limits) == 0 {
 		return nil, false, err
 	}
@@ -137,42 +134,21 @@ func (c *Collector) refresh(ctx context.Context) (_ []sample, read bool, _ error
 		active[u.ID] = u
 	}
 	gs := append(configuredGroups(limits), c.groups.list(active)...)
-	byAttrs := make(map[*policies.Attributes][]*group, len(gs))
-	var order []*policies.Attributes
-	for _, g := range gs {
-		if byAttrs[g.attrs] == nil {
-			order = append(order, g.attrs)
-		}
-		byAttrs[g.attrs] = append(byAttrs[g.attrs], g)
-	}
 	type id struct{ policy, group string }
 	seen := make(map[id]bool, len(gs))
-	var out []sample
-	for _, a := range order {
-		covered := true
-		for _, g := range byAttrs[a] {
-			covered = covered && seen[id{g.limit, g.label}]
+	out := make([]sample, 0, len(gs))
+	for _, g := range gs {
+		k := id{g.limit, g.label}
+		if seen[k] {
+			continue // configured, and seen in a request too
 		}
-		if covered {
-			continue
-		}
-		sts, err := c.read.Statuses(ctx, a)
+		seen[k] = true
+		s, err := c.read.StatusOf(ctx, active[g.limit], g.attrs)
 		if err != nil {
 			return nil, true, err
 		}
-		for _, s := range sts {
-			u := active[s.PolicyID]
-			if u == nil {
-				continue
-			}
-			k := id{s.PolicyID, Label(u, a)}
-			if seen[k] {
-				continue
-			}
-			seen[k] = true
-			out = append(out, sample{policy: s.PolicyID, typ: s.Type, group: k.group,
-				limit: s.CreditLimit, used: s.Used, remaining: s.Remaining})
-		}
+		out = append(out, sample{policy: s.PolicyID, typ: s.Type, group: g.label,
+			limit: s.CreditLimit, used: s.Used, remaining: s.Remaining})
 	}
 	return top(out, TopGroups), true, nil
 }

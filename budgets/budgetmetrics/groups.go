@@ -1,7 +1,7 @@
 // Package budgetmetrics exports where usage limits (budgets) stand as
 // Prometheus gauges: llm_gateway_budget_limit, _used and _remaining per
 // limit and group. The values are read when Prometheus scrapes, through
-// the budgets package's exported status API (Enforcer.Statuses), at most
+// the budgets package's exported status API (Enforcer.StatusOf), at most
 // once per RefreshEvery however often it scrapes; the request path only
 // notes which groups exist (Groups.Note).
 //
@@ -49,8 +49,8 @@ type group struct {
 	key   string
 	limit string
 	label string
-	// attrs describes a request of the group, for Enforcer.Statuses. The
-	// groups noted from one request share one copy.
+	// attrs describes a request of the group, for Enforcer.StatusOf.
+	// The groups noted from one request share one copy.
 	attrs *policies.Attributes
 }
 
