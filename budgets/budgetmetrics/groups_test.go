@@ -127,3 +127,17 @@ func TestLabel(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkNoteSeen is what admission pays per request on a limit whose
+// group is already tracked.
+func BenchmarkNoteSeen(b *testing.B) {
+	u := limit(b, budgets.UsageLimit{ID: "per-key", WorkspaceID: wsA, GroupBy: byKey(policies.KeyAPIKey)})
+	limits := []*budgets.UsageLimit{u}
+	g := NewGroups(0)
+	a := keyAttrs(wsA, "team-a")
+	g.Note(limits, a)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		g.Note(limits, a)
+	}
+}
