@@ -1,9 +1,12 @@
 package integration
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/google/uuid"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 )
@@ -51,7 +54,8 @@ func noSecretsIn(t *testing.T, scrape map[string]float64) {
 // reads the admin /metrics: each refusal reason counted once, and the
 // budget's group with the expected limit, used and remaining. A budget
 // spent on a route without llm_ratelimit is refused by llm_gateway's own
-// budget stage, and counted once too.
+// budget stage, and counted once too; with Redis unreachable and
+// failing closed, llm_ratelimit's 503 is a store_unavailable refusal.
 func TestMoneyMetrics(t *testing.T) {
 	up := newFakeOpenAI(t)
 	storage := storageDir(t)
@@ -131,4 +135,15 @@ func TestMoneyMetrics(t *testing.T) {
 		t.Errorf("after the reload: remaining %v, used %v; want 0 and 36", got, after[`llm_gateway_budget_used`+lv])
 	}
 	noSecretsIn(t, after)
+
+	// A policy's counters in a Redis that does not answer, failing
+	// closed: llm_ratelimit's 503 is a store_unavailable refusal.
+	dead := fmt.Sprintf("127.0.0.1:%d", freePort())
+	loadRL(t, rlSite{Limit: "policy money-" + uuid.NewString() + " {\n\t\t\ttype requests\n\t\t\tunit rpm\n\t\t\tvalue 100\n\t\t}",
+		Redis: "redis " + dead + " {\n\t\t\tfail_closed\n\t\t}"})
+	before = scrapeMetrics(t)
+	if resp, raw := rlChat(t, gatewayURL(), gatewayKey, up.URL, ""); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("Redis unreachable, failing closed: %d %s, want 503", resp.StatusCode, raw)
+	}
+	wantRefusals(t, refusalDeltas(before, scrapeMetrics(t)), map[string]float64{observe.RefusalStoreUnavailable: 1})
 }
