@@ -19,6 +19,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/metricset"
 )
 
 // Headers of every webhook call.
@@ -57,19 +59,13 @@ var alertsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Usage-limit alert webhook events by event (threshold, exhausted, reset) and outcome (delivered, failed, dropped).",
 }, []string{"event", "outcome"})
 
+// alertCollectors are the alert metrics, declared once (metricset).
+var alertCollectors = metricset.Declare(alertsTotal)
+
 // RegisterAlertMetrics registers the alert collectors into reg (a config's
 // registry), which may already hold them from an earlier load.
 func RegisterAlertMetrics(reg prometheus.Registerer) error {
-	if reg == nil {
-		return nil
-	}
-	if err := reg.Register(alertsTotal); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if !errors.As(err, &are) {
-			return err
-		}
-	}
-	return nil
+	return metricset.Register(reg, alertCollectors)
 }
 
 // SignAlert is the x-gateway-signature of body sent at timestamp (Unix
