@@ -197,6 +197,9 @@ func (e *executor) attempt(ctx context.Context, p attemptPlan) (out routing.Outc
 		return e.held(c, res, &p)
 	case c.mode == modeBuffer:
 		body := c.buf.Bytes()
+		// Classified from the provider's own body, before translation
+		// rewrites it into OpenAI's envelope.
+		res.errType = providers.Classify(prov, c.status, c.header, body)
 		if c.tr != nil {
 			body = c.tr.Error(&call, c.status, body)
 			c.header.Del("Content-Encoding")
@@ -209,7 +212,7 @@ func (e *executor) attempt(ctx context.Context, p attemptPlan) (out routing.Outc
 			c.header = http.Header{"Content-Type": {"application/json"}}
 		}
 		res.held = &heldAnswer{status: c.status, header: c.header, body: bytes.Clone(body)}
-		o := routing.Outcome{Status: c.status, Result: res}
+		o := routing.Outcome{Status: c.status, Result: res, ErrorType: res.errType}
 		o.RetryAfter, o.HasRetryAfter = routing.ParseRetryAfter(c.header, time.Now())
 		return o
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 )
 
@@ -22,6 +23,9 @@ const (
 	RespLastUsedIndex = "last-used-option-index"
 	RespRetryCount    = "retry-attempt-count"
 	RespCacheStatus   = "cache-status"
+	// RespErrorType names the class of a provider's error answer
+	// (providers.ErrorClass), on error answers that have one.
+	RespErrorType = "error-type"
 )
 
 // responder is the only code that writes to the client: errors, held
@@ -73,6 +77,8 @@ type answerInfo struct {
 	// adapted marks an answer of a translated target: a chat
 	// completion to convert back to the client's format.
 	adapted bool
+	// errType is the class of a provider's error answer.
+	errType providers.ErrorClass
 }
 
 // heldAnswer is a complete answer the gateway holds before sending it:
@@ -117,15 +123,16 @@ func (o *responder) gatewayHeaders(h http.Header, info *answerInfo) {
 		set(3, strconv.Itoa(info.try))
 	}
 	set(4, info.label)
+	set(5, string(info.errType))
 	o.costHeader(h)
 }
 
 // respHeaderKeys are the gateway's response header names, canonical,
 // under the gateway prefix and the alias prefix: computed once, because
 // canonicalising a lower-case name allocates on every request.
-var respHeaderKeys = func() [5][2]string {
-	var k [5][2]string
-	for i, name := range []string{RespTraceID, RespProvider, RespLastUsedIndex, RespRetryCount, RespCacheStatus} {
+var respHeaderKeys = func() [6][2]string {
+	var k [6][2]string
+	for i, name := range []string{RespTraceID, RespProvider, RespLastUsedIndex, RespRetryCount, RespCacheStatus, RespErrorType} {
 		k[i] = [2]string{http.CanonicalHeaderKey(ingress.Prefix + name), http.CanonicalHeaderKey(ingress.AliasPrefix + name)}
 	}
 	return k

@@ -262,6 +262,7 @@ func (f *flight) finish() {
 			e.CacheState = res.label
 		}
 		e.Usage = res.usage
+		e.ErrorType = string(res.errType)
 		f.logHooks(res.hooks)
 		if f.err == "" {
 			// The final attempt's answer is the client's: its refusal,

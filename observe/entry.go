@@ -54,6 +54,10 @@ type Entry struct {
 	// is recorded, in llm_gateway_refusals_total. It is not logged (the
 	// status and error say it).
 	Refusal string
+	// ErrorType is the class of the provider's error answer the client
+	// got (providers.ErrorClass: context_length_exceeded, rate_limited,
+	// …), empty when it has none.
+	ErrorType string
 	// BatchID and CustomID name the managed batch line the request ran
 	// (empty for other requests): the ledger keeps one record per line.
 	BatchID, CustomID string
@@ -284,6 +288,9 @@ func (e *Entry) encode(out entryEncoder, now time.Time) {
 	}
 	if e.Error != "" {
 		out.AddString("error", e.Error)
+	}
+	if e.ErrorType != "" {
+		out.AddString("error_type", e.ErrorType)
 	}
 }
 

@@ -50,6 +50,10 @@ type Strategy struct {
 	Conditions    []Condition `json:"conditions,omitempty"`
 	Default       string      `json:"default,omitempty"`
 	OnStatusCodes []int       `json:"on_status_codes,omitempty"`
+	// OnErrorTypes is the gateway's extension beside on_status_codes: a
+	// fallback also moves on when the failed answer's class
+	// (providers.ErrorClass) is listed. Only fallback reads it.
+	OnErrorTypes []providers.ErrorClass `json:"on_error_types,omitempty"`
 }
 
 // Condition routes to the target named Then when Query matches.

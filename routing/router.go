@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
 // Cause says why an attempt failed when the gateway, not the provider,
@@ -55,6 +56,10 @@ type Outcome struct {
 	// Skipped is true when nothing was attempted because every candidate
 	// target's circuit breaker was open.
 	Skipped bool
+	// ErrorType is the class of a provider's error answer (empty for
+	// successes, the gateway's own failures and answers of no class),
+	// which strategy.on_error_types falls back on.
+	ErrorType providers.ErrorClass
 	// Result is the executor's own account of the attempt (its held
 	// answer, usage, model, …). The router never reads it; it carries it
 	// back to the caller of Run with the outcome that ended the request,
@@ -259,7 +264,7 @@ func (r *run) fallback(n *Node) (Outcome, error) {
 			continue
 		}
 		last, tried = o, true
-		if !shouldFallback(n.Strategy.OnStatusCodes, o) || r.ctx.Err() != nil {
+		if !shouldFallback(n.Strategy, o) || r.ctx.Err() != nil {
 			return o, nil
 		}
 		r.relabel = o.step - 1
@@ -271,14 +276,18 @@ func (r *run) fallback(n *Node) (Outcome, error) {
 	return last, nil
 }
 
-// shouldFallback: with on_status_codes, only the listed statuses move on;
-// without, any non-2xx does (timeouts and unreachable upstreams included,
-// as their synthesised 408 and 502).
-func shouldFallback(codes []int, o Outcome) bool {
-	if len(codes) > 0 {
-		return slices.Contains(codes, o.Status)
+// shouldFallback: with on_status_codes or on_error_types, only an answer
+// whose status or class is listed moves on (either list suffices);
+// without either, any non-2xx does (timeouts and unreachable upstreams
+// included, as their synthesised 408 and 502).
+func shouldFallback(s *Strategy, o Outcome) bool {
+	if len(s.OnStatusCodes) == 0 && len(s.OnErrorTypes) == 0 {
+		return !o.OK()
 	}
-	return !o.OK()
+	if slices.Contains(s.OnStatusCodes, o.Status) {
+		return true
+	}
+	return o.ErrorType != "" && !o.OK() && slices.Contains(s.OnErrorTypes, o.ErrorType)
 }
 
 // loadBalance picks a child at random by weight among those whose breakers

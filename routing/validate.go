@@ -14,6 +14,10 @@ func validatePlan(n *Node) error {
 	if n.Target != nil {
 		return nil
 	}
+	if len(n.Strategy.OnErrorTypes) > 0 && n.Strategy.Mode != ModeFallback {
+		return apierror.BadRequest(n.Path+".strategy.on_error_types",
+			"%s.strategy.on_error_types: only a fallback strategy falls back on error types, and this one's mode is %q", n.Path, n.Strategy.Mode)
+	}
 	switch n.Strategy.Mode {
 	case ModeConditional:
 		if err := validateConditional(n); err != nil {
