@@ -62,7 +62,7 @@ type budgetState struct {
 func (a *App) provisionBudgets(ctx caddy.Context) error {
 	var kv kvstore.KV = a.storage
 	var (
-		once  budgets.Once
+		once  budgets.Markers
 		marks budgets.Marks
 	)
 	if a.redis != nil {
@@ -140,10 +140,15 @@ func (a *App) provisionBudgets(ctx caddy.Context) error {
 		go a.alerter.Run(ctx)
 	}
 	a.budgets = budgets.NewEnforcer(a.limiter, &budgetSource{a: a}, a.alerter, nil)
+	// A cost counter's first use in a period carries over the old
+	// micro-dollar counter's spend, and with a ledger a counter the
+	// shared store lost is rebuilt from it; the markers saying a counter
+	// was seeded are shared by every instance (and kept across reloads).
+	var seeder budgets.Seeder
 	if db := a.LedgerDB(); db != nil {
-		// Counters a shared store lost are rebuilt from the ledger.
-		a.budgets.SetSeeder(budgets.LedgerSeeder{DB: db}, once)
+		seeder = budgets.LedgerSeeder{DB: db}
 	}
+	a.budgets.SetSeeder(seeder, once)
 	if cfg.MaxWait > 0 {
 		a.budgets.MaxWait = time.Duration(cfg.MaxWait)
 	}

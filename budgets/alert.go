@@ -110,12 +110,13 @@ func NewAlerter(url string, client *http.Client, once Once, logger *zap.Logger, 
 // delivered in order, after the group's earlier ones.
 func (a *Alerter) Fire(ctx context.Context, g *Grant, used int64) {
 	u := g.Limit
+	key := unitless(g.Key)
 	var due []Alert
 	for _, ev := range []string{EventThreshold, EventExhausted} {
 		if ev == EventThreshold && (u.thresholdAt() == 0 || used < u.thresholdAt()) || ev == EventExhausted && used < u.Limit() {
 			continue
 		}
-		first, err := a.once.First(ctx, ev+"|"+g.Key, g.Period.window())
+		first, err := a.once.First(ctx, ev+"|"+key, g.Period.window())
 		if err != nil {
 			a.storeFailed(err)
 			return
@@ -128,29 +129,30 @@ func (a *Alerter) Fire(ctx context.Context, g *Grant, used int64) {
 		return
 	}
 	if a.marks != nil && !g.Period.End.IsZero() {
-		m := AlertMark{Key: g.Key, Alert: due[0], Reset: u.PeriodicReset, Timezone: u.Timezone, End: g.Period.End}
+		m := AlertMark{Key: key, Alert: due[0], Reset: u.PeriodicReset, Timezone: u.Timezone, End: g.Period.End}
 		m.Alert.ID, m.Alert.Event, m.Alert.Used = "", "", nil // one mark for both events
 		if err := a.marks.Add(ctx, m); err != nil {
 			a.logger.Warn("usage limit alert: its reset event will not be sent", zap.String("policy_id", u.ID), zap.Error(err))
 		}
 	}
-	a.queue.push(a, g.Key, due)
+	a.queue.push(a, key, due)
 }
 
 // alertOf is the ev alert of g's period at used.
 func alertOf(ev string, g *Grant, used int64) Alert {
 	u := g.Limit
 	v := inUnit(u, used)
-	al := Alert{ID: eventID(ev, g.Key), Event: ev, PolicyID: u.ID, Name: u.Name, Type: u.Type, CreditLimit: u.CreditLimit,
-		AlertThreshold: u.AlertThreshold, Used: &v, Group: groupOf(g.Key), WorkspaceID: u.WorkspaceID, OrganisationID: u.OrganisationID}
+	key := unitless(g.Key)
+	al := Alert{ID: eventID(ev, key), Event: ev, PolicyID: u.ID, Name: u.Name, Type: u.Type, CreditLimit: u.CreditLimit,
+		AlertThreshold: u.AlertThreshold, Used: &v, Group: groupOf(key), WorkspaceID: u.WorkspaceID, OrganisationID: u.OrganisationID}
 	if !g.Period.End.IsZero() {
 		al.PeriodStart, al.PeriodEnd = g.Period.Start.Format(time.RFC3339), g.Period.End.Format(time.RFC3339)
 	}
 	return al
 }
 
-// groupOf is a counter key without the package's prefix and the
-// period's label.
+// groupOf is a counter key (unitless) without the package's prefix and
+// the period's label.
 func groupOf(key string) string {
 	key = strings.TrimPrefix(key, keyPrefix)
 	if i := strings.LastIndexByte(key, '|'); i >= 0 {

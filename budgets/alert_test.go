@@ -76,7 +76,7 @@ func (h *hookReceiver) events() string {
 // grantOf is a grant of u for key k in the period holding now.
 func grantOf(u *UsageLimit, k string, now time.Time) *Grant {
 	per := u.PeriodAt(now)
-	return &Grant{Limit: u, Key: keyPrefix + u.Policy().GroupKey(attrs(k)) + "|" + per.Label, Period: per, At: now}
+	return &Grant{Limit: u, Key: counterKey(u, u.Policy().GroupKey(attrs(k)), per.Label), Period: per, At: now}
 }
 
 // TestAlertSignatureVerifies signs a delivered alert with the secret: the
@@ -89,7 +89,7 @@ func TestAlertSignatureVerifies(t *testing.T) {
 	u := costLimit(t, 0.10, &threshold)
 	now := time.Now()
 	a := NewAlerter(h.URL, h.Client(), NewMemoryOnce(nil), nil, WithSecret(testSecret))
-	a.Fire(context.Background(), grantOf(u, "k", now), 40_000)
+	a.Fire(context.Background(), grantOf(u, "k", now), 40_000_000)
 	a.Wait()
 	calls := h.got()
 	if len(calls) != 1 {
@@ -191,11 +191,11 @@ func TestAlertEventsOnceAcrossAlerters(t *testing.T) {
 					a.Wait()
 				}
 			}
-			both(40_000) // below the threshold
-			both(50_000) // at it
-			both(70_000)
-			both(100_000) // the limit
-			both(120_000)
+			both(40_000_000) // below the threshold (nano-dollars)
+			both(50_000_000) // at it
+			both(70_000_000)
+			both(100_000_000) // the limit
+			both(120_000_000)
 			for _, a := range []*Alerter{a1, a2} {
 				a.sweep(ctx) // the period has not ended
 				a.Wait()
@@ -222,7 +222,7 @@ func TestAlertEventsOnceAcrossAlerters(t *testing.T) {
 				t.Errorf("periods %s–%s, reset %s–%s", th.PeriodStart, th.PeriodEnd, re.PeriodStart, re.PeriodEnd)
 			}
 			for _, al := range []Alert{th, ex, re} {
-				if al.PolicyID != u.ID || al.Name == nil || *al.Name != "team" || al.Group != groupOf(g.Key) || strings.Contains(al.Group, "2026") ||
+				if al.PolicyID != u.ID || al.Name == nil || *al.Name != "team" || al.Group != groupOf(unitless(g.Key)) || strings.Contains(al.Group, "nano") || strings.Contains(al.Group, "2026") ||
 					al.WorkspaceID != "ws-1" || al.OrganisationID != "org-1" || al.CreditLimit != 0.1 || al.ID == "" {
 					t.Errorf("%s alert %+v", al.Event, al)
 				}
@@ -254,7 +254,7 @@ func TestAlertExhaustedWithoutThreshold(t *testing.T) {
 	e := NewEnforcer(policies.NewMemoryLimiter(policies.WithClock(clock)), fixedSource{u}, al, clock)
 	ctx := context.Background()
 	for i := 0; i < 8; i++ {
-		adm, refusal, _ := e.Admit(ctx, attrs("k"), Reserve{MicroUSD: 10_000})
+		adm, refusal, _ := e.Admit(ctx, attrs("k"), Reserve{NanoUSD: 10_000_000})
 		if refusal != nil {
 			break
 		}
@@ -290,7 +290,7 @@ func TestAlertDeliveryRetries(t *testing.T) {
 			a.backoff = time.Millisecond
 			delivered := testutil.ToFloat64(alertsTotal.WithLabelValues(EventThreshold, "delivered"))
 			failed := testutil.ToFloat64(alertsTotal.WithLabelValues(EventThreshold, "failed"))
-			a.Fire(context.Background(), grantOf(costLimit(t, 1, &threshold), "k", time.Now()), 20_000)
+			a.Fire(context.Background(), grantOf(costLimit(t, 1, &threshold), "k", time.Now()), 20_000_000)
 			a.Wait()
 			if n := len(h.got()); n != tc.calls {
 				t.Errorf("%d calls, want %d", n, tc.calls)

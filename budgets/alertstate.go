@@ -17,6 +17,16 @@ type Once interface {
 	First(ctx context.Context, key string, ttl time.Duration) (bool, error)
 }
 
+// Markers is a Once whose marks can be looked at without being set: a
+// counter's seed marker (seed.go) is looked at first and set only once
+// the counter was seeded, so no instance takes a marker for a seed still
+// under way.
+type Markers interface {
+	Once
+	// Marked reports whether a First call for key is within its ttl.
+	Marked(ctx context.Context, key string) (bool, error)
+}
+
 // RedisOnce is Once over a shared Redis (SET NX with an expiry). Its keys
 // are Prefix (the llm app's key_prefix) + "llm:budget-once:" + key, so a
 // prefixed deployment keeps every key under its prefix.
@@ -27,8 +37,17 @@ type RedisOnce struct {
 
 // First implements Once.
 func (o RedisOnce) First(ctx context.Context, key string, ttl time.Duration) (bool, error) {
-	return o.Client.SetNX(ctx, o.Prefix+"llm:budget-once:"+key, 1, ttl).Result()
+	return o.Client.SetNX(ctx, o.key(key), 1, ttl).Result()
 }
+
+// Marked implements Markers.
+func (o RedisOnce) Marked(ctx context.Context, key string) (bool, error) {
+	n, err := o.Client.Exists(ctx, o.key(key)).Result()
+	return n > 0, err
+}
+
+// key is the Redis key of key's mark.
+func (o RedisOnce) key(key string) string { return o.Prefix + "llm:budget-once:" + key }
 
 // MemoryOnce is Once within one process.
 type MemoryOnce struct {
@@ -62,6 +81,14 @@ func (o *MemoryOnce) First(_ context.Context, key string, ttl time.Duration) (bo
 	return true, nil
 }
 
+// Marked implements Markers.
+func (o *MemoryOnce) Marked(_ context.Context, key string) (bool, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	until, ok := o.seen[key]
+	return ok && o.now().Before(until), nil
+}
+
 // MaxAlerted bounds how many groups' alerted periods are remembered for
 // their reset event at once; a group beyond it alerts but gets no reset
 // (logged and counted).
@@ -74,7 +101,8 @@ var ErrTooManyMarks = errors.New("budgets: too many alerted groups remembered fo
 // event can be sent when the period ends: the alert's limit, group and
 // period, and what computing the next period needs.
 type AlertMark struct {
-	// Key is the counter key of the group's period (Grant.Key).
+	// Key is the counter key of the group's period, without its unit
+	// (unitless of Grant.Key).
 	Key string `json:"key"`
 	// Alert is the last alert sent (its event and used are replaced).
 	Alert Alert `json:"alert"`

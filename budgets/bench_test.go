@@ -29,7 +29,7 @@ func BenchmarkAdmitSettle(b *testing.B) {
 			a, done := attrs("k"), costing(0.01)
 			b.ReportAllocs()
 			for b.Loop() {
-				adm, refusal, err := e.Admit(ctx, a, Reserve{MicroUSD: 20_000})
+				adm, refusal, err := e.Admit(ctx, a, Reserve{NanoUSD: 20_000_000})
 				if err != nil || refusal != nil {
 					b.Fatal(err, refusal)
 				}

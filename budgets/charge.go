@@ -42,7 +42,7 @@ func (c *Charge) Add(ctx context.Context, e *observe.Entry) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	tokens, tokensKnown := UsedTokens(e)
-	spent, spentKnown := UsedMicroUSD(e)
+	spent, spentKnown := UsedNanoUSD(e)
 	var errs []error
 	for i := range c.grants {
 		g := &c.grants[i]

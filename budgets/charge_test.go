@@ -20,13 +20,13 @@ func TestChargeAddsCallsToTheRequestsLimits(t *testing.T) {
 		name      string
 		typ       string
 		call      *observe.Entry
-		wantSpent int64 // after the request's 1,000 micro-dollars (or 20 tokens)
+		wantSpent int64 // after the request's 1,000,000 nano-dollars (or 20 tokens)
 	}{
-		{"cost limit: the call's cost, rounded up", policies.TypeCost, embedding, 1_000 + 3},
+		{"cost limit: the call's cost, to the nano-dollar", policies.TypeCost, embedding, 1_000_000 + 2_100},
 		{"token limit: the call's tokens", policies.TypeTokens, embedding, 20 + 5},
-		{"unpriced call: nothing on a cost limit", policies.TypeCost, &observe.Entry{Status: 200, Usage: &providers.Usage{PromptTokens: 5}}, 1_000},
+		{"unpriced call: nothing on a cost limit", policies.TypeCost, &observe.Entry{Status: 200, Usage: &providers.Usage{PromptTokens: 5}}, 1_000_000},
 		{"failed call without usage: nothing", policies.TypeTokens, &observe.Entry{Status: 503}, 20},
-		{"no call", policies.TypeCost, nil, 1_000},
+		{"no call", policies.TypeCost, nil, 1_000_000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u := costLimit(t, 1, nil)
@@ -37,7 +37,7 @@ func TestChargeAddsCallsToTheRequestsLimits(t *testing.T) {
 				}
 			}
 			e := NewEnforcer(policies.NewMemoryLimiter(), fixedSource{u}, nil, nil)
-			adm, refusal, err := e.Admit(ctx, attrs("k"), Reserve{MicroUSD: 5_000, Tokens: 100})
+			adm, refusal, err := e.Admit(ctx, attrs("k"), Reserve{NanoUSD: 5_000_000, Tokens: 100})
 			if err != nil || refusal != nil {
 				t.Fatalf("admit: %v %v", err, refusal)
 			}
@@ -49,7 +49,7 @@ func TestChargeAddsCallsToTheRequestsLimits(t *testing.T) {
 				t.Fatal(err)
 			}
 			per := u.PeriodAt(e.now())
-			spent, err := e.Spent(ctx, u, keyPrefix+u.Policy().GroupKey(attrs("k"))+"|"+per.Label, per)
+			spent, err := e.Spent(ctx, u, counterKey(u, u.Policy().GroupKey(attrs("k")), per.Label), per)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +23,32 @@ const CodeExceeded = "budget_exceeded"
 // keyPrefix starts every budget counter key, so budget and rate-limit
 // counters never share a key in one limiter.
 const keyPrefix = "budget|"
+
+// nanoPrefix follows keyPrefix on the keys of cost counters, which count
+// nano-dollars. Before, cost counters counted whole micro-dollars under
+// keyPrefix alone; a counter in the new unit has a key of its own, so an
+// instance of either version never reads the other's unit, and its
+// first use carries the old count over (seed.go).
+const nanoPrefix = "nano|"
+
+// counterKey is the key of u's counter for the group key group in the
+// period labelled label: nano-dollars for cost, tokens for tokens.
+func counterKey(u *UsageLimit, group, label string) string {
+	if u.Type == policies.TypeCost {
+		return keyPrefix + nanoPrefix + group + "|" + label
+	}
+	return keyPrefix + group + "|" + label
+}
+
+// unitless is a counter key without its unit (nanoPrefix): the key as it
+// was before cost counters counted nano-dollars, by which alerts are
+// named and sent once, whatever the unit.
+func unitless(key string) string {
+	if rest, ok := strings.CutPrefix(key, keyPrefix+nanoPrefix); ok {
+		return keyPrefix + rest
+	}
+	return key
+}
 
 // Source lists the active usage limits.
 type Source interface {
@@ -43,7 +70,8 @@ type Enforcer struct {
 	// its reservation is given back by the next admission on the budget
 	// once the lease has run out (policies.LeaseLimiter).
 	Lease time.Duration
-	// seed rebuilds lost counters (seed.go); nil: never.
+	// seed seeds empty counters: lost ones from the ledger, new
+	// nano-dollar ones from the old micro-dollar counters (seed.go).
 	seed *seeding
 	// ids names reservations: a random prefix per enforcer and a
 	// sequence number.
@@ -67,7 +95,7 @@ func NewEnforcer(limiter policies.Limiter, source Source, alerts *Alerter, now f
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return &Enforcer{limiter: ll, source: source, alerts: alerts, now: now, MaxWait: DefaultMaxWait, Lease: DefaultLease,
-		idPrefix: hex.EncodeToString(b[:]) + "."}
+		seed: newSeeding(now), idPrefix: hex.EncodeToString(b[:]) + "."}
 }
 
 // DefaultMaxWait is how long a request may wait for other requests'
@@ -130,7 +158,8 @@ type Grant struct {
 	Period Period
 	// ID names the reservation in the limiter (its lease).
 	ID string
-	// Reserved is what was reserved, in the limit's unit.
+	// Reserved is what was reserved, in the limit's counter unit
+	// (nano-dollars or tokens).
 	Reserved int64
 	At       time.Time
 	Decision policies.Decision
@@ -143,9 +172,9 @@ type Admission struct {
 }
 
 // Reserve is what a request may use, as the rate limiter estimates it:
-// micro-dollars at the model's price (0 when unpriced) and tokens.
+// nano-dollars at the model's price (0 when unpriced) and tokens.
 type Reserve struct {
-	MicroUSD, Tokens int64
+	NanoUSD, Tokens int64
 }
 
 // Admit reserves r on every active limit that matches a (whose
@@ -175,9 +204,13 @@ func (e *Enforcer) Admit(ctx context.Context, a *policies.Attributes, r Reserve)
 			adm = &Admission{e: e}
 		}
 		per := u.PeriodAt(now)
-		g := Grant{Limit: u, Key: keyPrefix + p.GroupKey(a) + "|" + per.Label, Period: per, At: now}
-		e.reseed(ctx, u, a, g.Key, per, now)
-		want := r.MicroUSD
+		group := p.GroupKey(a)
+		g := Grant{Limit: u, Key: counterKey(u, group, per.Label), Period: per, At: now}
+		if err := e.reseed(ctx, u, a, group, g.Key, per, now); err != nil {
+			adm.refund(ctx)
+			return nil, nil, err
+		}
+		want := r.NanoUSD
 		if u.Type == policies.TypeTokens {
 			want = r.Tokens
 		}
@@ -248,7 +281,7 @@ func (adm *Admission) Settle(ctx context.Context, e *observe.Entry) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	tokens, tokensKnown := UsedTokens(e)
-	spent, spentKnown := UsedMicroUSD(e)
+	spent, spentKnown := UsedNanoUSD(e)
 	if e != nil && e.ChargeDuplicate {
 		// A batch line another run of it already charged: this run's
 		// reservation is given back whole.
@@ -286,13 +319,18 @@ func (adm *Admission) Settle(ctx context.Context, e *observe.Entry) error {
 // than the limit when the last requests cost more than they reserved
 // (a report shows the overshoot rather than hide it at the limit).
 func (e *Enforcer) Spent(ctx context.Context, u *UsageLimit, key string, per Period) (int64, error) {
-	// A report reserves nothing but gives back expired reservations
-	// first, so what it shows holds no dead instance's reservation.
-	r, err := e.limiter.Reserve(ctx, key, u.Limit(), per.window(), 0, "", e.lease())
+	return e.count(ctx, key, u.Limit(), per.window())
+}
+
+// count is what key holds in units of a limit of limit. A report
+// reserves nothing but gives back expired reservations first, so what it
+// shows holds no dead instance's reservation.
+func (e *Enforcer) count(ctx context.Context, key string, limit int64, window time.Duration) (int64, error) {
+	r, err := e.limiter.Reserve(ctx, key, limit, window, 0, "", e.lease())
 	if err != nil {
 		return 0, err
 	}
-	return max(r.Used, u.Limit()-r.Remaining), nil
+	return max(r.Used, limit-r.Remaining), nil
 }
 
 // checkAlert fires g's limit's alert when its period's spend has reached

@@ -49,7 +49,7 @@ func TestSpentBudgetIsRefusedWith412(t *testing.T) {
 	ctx := context.Background()
 	admitted := 0
 	for i := 0; i < 10; i++ {
-		adm, refusal, err := e.Admit(ctx, attrs("k"), Reserve{MicroUSD: 20_000})
+		adm, refusal, err := e.Admit(ctx, attrs("k"), Reserve{NanoUSD: 20_000_000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,11 +68,11 @@ func TestSpentBudgetIsRefusedWith412(t *testing.T) {
 		t.Errorf("admitted %d requests of $0.01 against $0.05, want 5", admitted)
 	}
 	// Another group (key) has its own budget.
-	if _, refusal, _ := e.Admit(ctx, attrs("other"), Reserve{MicroUSD: 20_000}); refusal != nil {
+	if _, refusal, _ := e.Admit(ctx, attrs("other"), Reserve{NanoUSD: 20_000_000}); refusal != nil {
 		t.Errorf("another key was refused: %v", refusal)
 	}
 	// A request that does not match is not counted.
-	if adm, refusal, _ := e.Admit(ctx, &policies.Attributes{WorkspaceID: "ws"}, Reserve{MicroUSD: 1}); adm != nil || refusal != nil {
+	if adm, refusal, _ := e.Admit(ctx, &policies.Attributes{WorkspaceID: "ws"}, Reserve{NanoUSD: 1}); adm != nil || refusal != nil {
 		t.Errorf("a request without an api key matched")
 	}
 }
@@ -83,16 +83,16 @@ func TestNextPeriodStartsAfresh(t *testing.T) {
 	u := costLimit(t, 0.01, nil)
 	e := NewEnforcer(policies.NewMemoryLimiter(policies.WithClock(clock)), fixedSource{u}, nil, clock)
 	ctx := context.Background()
-	adm, refusal, _ := e.Admit(ctx, attrs("k"), Reserve{MicroUSD: 10_000})
+	adm, refusal, _ := e.Admit(ctx, attrs("k"), Reserve{NanoUSD: 10_000_000})
 	if refusal != nil {
 		t.Fatal(refusal)
 	}
 	adm.Settle(ctx, costing(0.01))
-	if _, refusal, _ := e.Admit(ctx, attrs("k"), Reserve{MicroUSD: 10_000}); refusal == nil {
+	if _, refusal, _ := e.Admit(ctx, attrs("k"), Reserve{NanoUSD: 10_000_000}); refusal == nil {
 		t.Fatal("a spent budget admitted")
 	}
 	now = time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)
-	if _, refusal, _ := e.Admit(ctx, attrs("k"), Reserve{MicroUSD: 10_000}); refusal != nil {
+	if _, refusal, _ := e.Admit(ctx, attrs("k"), Reserve{NanoUSD: 10_000_000}); refusal != nil {
 		t.Errorf("the new month's budget refused: %v", refusal)
 	}
 }
@@ -101,25 +101,25 @@ func TestUnknownOutcomeKeepsTheReservation(t *testing.T) {
 	u := costLimit(t, 1, nil)
 	e := NewEnforcer(policies.NewMemoryLimiter(), fixedSource{u}, nil, nil)
 	ctx := context.Background()
-	adm, _, _ := e.Admit(ctx, attrs("k"), Reserve{MicroUSD: 300_000})
+	adm, _, _ := e.Admit(ctx, attrs("k"), Reserve{NanoUSD: 300_000_000})
 	// A success without usage (a stream the client left before its
 	// usage chunk) is charged its reservation.
 	adm.Settle(ctx, &observe.Entry{Status: 200})
 	spent, _ := e.Spent(ctx, u, adm0Key(t, e, u), u.PeriodAt(time.Now()))
-	if spent != 300_000 {
-		t.Errorf("spent %d, want the 300000 reserved", spent)
+	if spent != 300_000_000 {
+		t.Errorf("spent %d, want the 300000000 reserved", spent)
 	}
-	adm, _, _ = e.Admit(ctx, attrs("k"), Reserve{MicroUSD: 300_000})
+	adm, _, _ = e.Admit(ctx, attrs("k"), Reserve{NanoUSD: 300_000_000})
 	// A failed request without usage is charged nothing.
 	adm.Settle(ctx, &observe.Entry{Status: 502})
 	spent, _ = e.Spent(ctx, u, adm0Key(t, e, u), u.PeriodAt(time.Now()))
-	if spent != 300_000 {
-		t.Errorf("spent %d after a failure, want 300000", spent)
+	if spent != 300_000_000 {
+		t.Errorf("spent %d after a failure, want 300000000", spent)
 	}
 }
 
 func adm0Key(t *testing.T, e *Enforcer, u *UsageLimit) string {
-	return keyPrefix + u.Policy().GroupKey(attrs("k")) + "|" + u.PeriodAt(e.now()).Label
+	return counterKey(u, u.Policy().GroupKey(attrs("k")), u.PeriodAt(e.now()).Label)
 }
 
 // TestBudgetHoldsUnderConcurrencyAcrossInstances is the target at
@@ -153,7 +153,7 @@ func TestBudgetHoldsUnderConcurrencyAcrossInstances(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					e := instances[i%3]
-					adm, refusal, err := e.Admit(ctx, attrs("k"), Reserve{MicroUSD: 20_000})
+					adm, refusal, err := e.Admit(ctx, attrs("k"), Reserve{NanoUSD: 20_000_000})
 					if err != nil {
 						t.Error(err)
 						return
@@ -173,15 +173,15 @@ func TestBudgetHoldsUnderConcurrencyAcrossInstances(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("%s: %d succeeded, %d refused, settled spend $%.6f of $1.00", tc.name, ok.Load(), refused.Load(), float64(spent)/1e6)
-			if spent > 1_010_000 {
-				t.Errorf("settled spend %d µ$ exceeds the budget plus one request", spent)
+			t.Logf("%s: %d succeeded, %d refused, settled spend $%.6f of $1.00", tc.name, ok.Load(), refused.Load(), float64(spent)/NanoPerUSD)
+			if spent > 1_010_000_000 {
+				t.Errorf("settled spend %d n$ exceeds the budget plus one request", spent)
 			}
 			if ok.Load() < 95 {
 				t.Errorf("only %d requests succeeded, want at least 95", ok.Load())
 			}
-			if spent != ok.Load()*10_000 {
-				t.Errorf("settled spend %d µ$ is not the %d successes' cost", spent, ok.Load())
+			if spent != ok.Load()*10_000_000 {
+				t.Errorf("settled spend %d n$ is not the %d successes' cost", spent, ok.Load())
 			}
 		})
 	}
@@ -204,7 +204,7 @@ func TestAlertFiresOncePerPeriod(t *testing.T) {
 	e := NewEnforcer(policies.NewMemoryLimiter(policies.WithClock(clock)), fixedSource{u}, al, clock)
 	ctx := context.Background()
 	for i := 0; i < 8; i++ {
-		adm, refusal, _ := e.Admit(ctx, attrs("k"), Reserve{MicroUSD: 10_000})
+		adm, refusal, _ := e.Admit(ctx, attrs("k"), Reserve{NanoUSD: 10_000_000})
 		if refusal != nil {
 			t.Fatal(refusal)
 		}
@@ -216,7 +216,7 @@ func TestAlertFiresOncePerPeriod(t *testing.T) {
 	}
 	now = time.Date(2026, 4, 2, 0, 0, 0, 0, time.UTC)
 	for i := 0; i < 4; i++ {
-		adm, _, _ := e.Admit(ctx, attrs("k"), Reserve{MicroUSD: 10_000})
+		adm, _, _ := e.Admit(ctx, attrs("k"), Reserve{NanoUSD: 10_000_000})
 		adm.Settle(ctx, costing(0.01))
 	}
 	al.Wait()

@@ -39,15 +39,15 @@ func TestUnsettledReservationExpires(t *testing.T) {
 	}
 	ctx := context.Background()
 	for range 5 { // five streams in flight on the instance that dies
-		if _, refusal, err := dead.Admit(ctx, attrs("k"), Reserve{MicroUSD: 20_000}); refusal != nil || err != nil {
+		if _, refusal, err := dead.Admit(ctx, attrs("k"), Reserve{NanoUSD: 20_000_000}); refusal != nil || err != nil {
 			t.Fatalf("admit: %v %v", refusal, err)
 		}
 	}
-	if _, refusal, _ := live.Admit(ctx, attrs("k"), Reserve{MicroUSD: 20_000}); refusal == nil {
+	if _, refusal, _ := live.Admit(ctx, attrs("k"), Reserve{NanoUSD: 20_000_000}); refusal == nil {
 		t.Fatal("admitted on a budget held whole by requests in flight")
 	}
 	clock.Advance(59 * time.Second)
-	if _, refusal, _ := live.Admit(ctx, attrs("k"), Reserve{MicroUSD: 20_000}); refusal == nil {
+	if _, refusal, _ := live.Admit(ctx, attrs("k"), Reserve{NanoUSD: 20_000_000}); refusal == nil {
 		t.Fatal("reservations given back before their lease ran out")
 	}
 	clock.Advance(time.Second)
@@ -57,7 +57,7 @@ func TestUnsettledReservationExpires(t *testing.T) {
 	}
 	admitted := 0
 	for {
-		adm, refusal, err := live.Admit(ctx, attrs("k"), Reserve{MicroUSD: 20_000})
+		adm, refusal, err := live.Admit(ctx, attrs("k"), Reserve{NanoUSD: 20_000_000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,8 +70,8 @@ func TestUnsettledReservationExpires(t *testing.T) {
 		}
 	}
 	spent, _ := live.Spent(ctx, u, adm0Key(t, live, u), u.PeriodAt(clock.Now()))
-	if admitted != 5 || spent != 100_000 {
-		t.Fatalf("after the lease: %d admitted, spent %d µ$; want 5 and 100000", admitted, spent)
+	if admitted != 5 || spent != 100_000_000 {
+		t.Fatalf("after the lease: %d admitted, spent %d n$; want 5 and 100000000", admitted, spent)
 	}
 }
 
@@ -113,7 +113,7 @@ func TestSettlementRacesExpiry(t *testing.T) {
 			const n = 60
 			adms := make([]*Admission, n)
 			for i := range adms {
-				adm, refusal, err := inst[i%3].Admit(ctx, attrs("k"), Reserve{MicroUSD: 30_000})
+				adm, refusal, err := inst[i%3].Admit(ctx, attrs("k"), Reserve{NanoUSD: 30_000_000})
 				if err != nil || refusal != nil {
 					t.Fatalf("admit: %v %v", err, refusal)
 				}
@@ -150,8 +150,8 @@ func TestSettlementRacesExpiry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if spent != n*10_000 {
-				t.Fatalf("spent %d µ$, want %d (each request's $0.01 once)", spent, n*10_000)
+			if spent != n*10_000_000 {
+				t.Fatalf("spent %d n$, want %d (each request's $0.01 once)", spent, n*10_000_000)
 			}
 		})
 	}
@@ -171,16 +171,16 @@ func TestUnleasedLimiter(t *testing.T) {
 	ctx := context.Background()
 	var adms []*Admission
 	for range 3 {
-		adm, refusal, err := e.Admit(ctx, attrs("k"), Reserve{MicroUSD: 20_000})
+		adm, refusal, err := e.Admit(ctx, attrs("k"), Reserve{NanoUSD: 20_000_000})
 		if err != nil || refusal != nil {
 			t.Fatalf("admit: %v %v", refusal, err)
 		}
 		adms = append(adms, adm)
 	}
-	if got := adms[2].Grants[0].Reserved; got != 10_000 {
-		t.Fatalf("third reservation %d, want the 10000 left", got)
+	if got := adms[2].Grants[0].Reserved; got != 10_000_000 {
+		t.Fatalf("third reservation %d, want the 10000000 left", got)
 	}
-	if _, refusal, _ := e.Admit(ctx, attrs("k"), Reserve{MicroUSD: 1}); refusal == nil {
+	if _, refusal, _ := e.Admit(ctx, attrs("k"), Reserve{NanoUSD: 1}); refusal == nil {
 		t.Fatal("admitted on a fully reserved budget")
 	}
 	for _, adm := range adms {
@@ -188,7 +188,7 @@ func TestUnleasedLimiter(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if spent, _ := e.Spent(ctx, u, adm0Key(t, e, u), u.PeriodAt(time.Now())); spent != 30_000 {
-		t.Fatalf("spent %d µ$, want 30000", spent)
+	if spent, _ := e.Spent(ctx, u, adm0Key(t, e, u), u.PeriodAt(time.Now())); spent != 30_000_000 {
+		t.Fatalf("spent %d n$, want 30000000", spent)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/ledger"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 )
 
@@ -30,8 +31,11 @@ const (
 // ObjectUsageLimits is the "object" of a usage limit on retrieval.
 const ObjectUsageLimits = "policy_usage_limits"
 
-// MaxCredit bounds CreditLimit (dollars or tokens), so that micro-dollar
-// counters stay exact (see policies.MaxValue).
+// MaxCredit bounds CreditLimit (dollars or tokens), so that counters stay
+// within int64: a cost limit counts nano-dollars (1e18 at most). The
+// limiter's Redis scripts add in float64, exact to the unit up to 2^53:
+// a cost counter is exact to the nano-dollar up to US$9,007,199 in a
+// period, and beyond that to within one part in 10^16.
 const MaxCredit = 1e9
 
 // UsageLimit is a budget as the reference's /policies/usage-limits API
@@ -58,15 +62,29 @@ type UsageLimit struct {
 	loc   *time.Location
 }
 
-// Limit is the credit limit in counter units: micro-dollars for cost,
-// tokens for tokens.
+// NanoPerUSD is the number of units a cost usage limit counts per US
+// dollar: nano-dollars, the ledger's unit (ledger.NanoUSD), so a
+// budget's counter holds what the ledger's records of its requests add
+// up to, exactly. (Cost rate-limit policies count micro-dollars,
+// policies.MicroUSD.)
+const NanoPerUSD = ledger.NanoUSD
+
+// Limit is the credit limit in counter units: nano-dollars for cost
+// (converted as the ledger converts a cost, to the nearest: a limit of
+// 0.00002 dollars is 20,000 nano-dollars), tokens for tokens. A limit
+// below one unit counts one.
 func (u *UsageLimit) Limit() int64 {
-	v := u.CreditLimit
+	return max(u.units(u.CreditLimit), 1)
+}
+
+// units converts v, in the limit's unit (dollars or tokens), to counter
+// units.
+func (u *UsageLimit) units(v float64) int64 {
 	if u.Type == policies.TypeCost {
-		v *= policies.MicroUSD
+		return ledger.NanoFromUSD(v)
 	}
 	if math.IsNaN(v) || v < 1 {
-		return 1
+		return 0
 	}
 	return int64(v)
 }
@@ -89,11 +107,7 @@ func (u *UsageLimit) thresholdAt() int64 {
 	if u.AlertThreshold == nil || *u.AlertThreshold <= 0 {
 		return 0
 	}
-	v := *u.AlertThreshold
-	if u.Type == policies.TypeCost {
-		v *= policies.MicroUSD
-	}
-	return max(int64(v), 1)
+	return max(u.units(*u.AlertThreshold), 1)
 }
 
 // Policy returns the policy that matches requests for u (its conditions,

@@ -51,7 +51,7 @@ func TestReportFindsEveryGroup(t *testing.T) {
 	ctx := context.Background()
 	spend := func(a *policies.Attributes, usd float64) {
 		t.Helper()
-		adm, refusal, err := e.Admit(ctx, a, Reserve{MicroUSD: 1})
+		adm, refusal, err := e.Admit(ctx, a, Reserve{NanoUSD: 1})
 		if err != nil || refusal != nil {
 			t.Fatalf("admit: %v %v", err, refusal)
 		}

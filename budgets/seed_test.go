@@ -38,23 +38,23 @@ func TestLostCountersAreRebuiltFromTheLedger(t *testing.T) {
 	}
 	e := NewEnforcer(policies.NewMemoryLimiter(policies.WithClock(clock)), fixedSource{u}, nil, clock)
 	e.SetSeeder(LedgerSeeder{DB: db}, NewMemoryOnce(clock))
-	adm, refusal, err := e.Admit(ctx, attrs("k"), Reserve{MicroUSD: 100_000})
+	adm, refusal, err := e.Admit(ctx, attrs("k"), Reserve{NanoUSD: 100_000_000})
 	if err != nil || refusal != nil {
 		t.Fatalf("admit: %v %v", refusal, err)
 	}
 	key := adm.Grants[0].Key
-	if got := adm.Grants[0].Reserved; got != 50_000 {
-		t.Errorf("reserved %d µ$, want the 50000 left after the ledger's 300000", got)
+	if got := adm.Grants[0].Reserved; got != 50_000_000 {
+		t.Errorf("reserved %d n$, want the 50000000 left after the ledger's 300000000", got)
 	}
 	spent, _ := e.Spent(ctx, u, key, u.PeriodAt(now))
-	if spent != 350_000 {
-		t.Errorf("counter %d µ$, want 300000 rebuilt + 50000 reserved", spent)
+	if spent != 350_000_000 {
+		t.Errorf("counter %d n$, want 300000000 rebuilt + 50000000 reserved", spent)
 	}
 	// The marker is set: settling and admitting again does not add the
 	// ledger a second time.
 	adm.Settle(ctx, costing(0.05))
 	now = now.Add(time.Minute)
-	if _, refusal, _ := e.Admit(ctx, attrs("k"), Reserve{MicroUSD: 1}); refusal == nil {
+	if _, refusal, _ := e.Admit(ctx, attrs("k"), Reserve{NanoUSD: 1}); refusal == nil {
 		t.Error("a spent budget admitted")
 	}
 	// A limit grouped by a key the ledger cannot filter on is not

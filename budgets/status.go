@@ -28,10 +28,11 @@ type Status struct {
 	PeriodEnd   string `json:"period_end,omitempty"`
 }
 
-// inUnit converts counter units to the limit's unit (dollars or tokens).
+// inUnit converts counter units to the limit's unit (dollars or tokens):
+// a cost counter's nano-dollars are shown in dollars, as before.
 func inUnit(u *UsageLimit, n int64) float64 {
 	if u.Type == policies.TypeCost {
-		return float64(n) / policies.MicroUSD
+		return float64(n) / NanoPerUSD
 	}
 	return float64(n)
 }
@@ -72,8 +73,16 @@ func (e *Enforcer) StatusOf(ctx context.Context, u *UsageLimit, a *policies.Attr
 	if p == nil {
 		return Status{}, errNotPrepared
 	}
-	per := u.PeriodAt(e.now())
-	spent, err := e.Spent(ctx, u, keyPrefix+p.GroupKey(a)+"|"+per.Label, per)
+	now := e.now()
+	per := u.PeriodAt(now)
+	group := p.GroupKey(a)
+	key := counterKey(u, group, per.Label)
+	// A report may be the first use of a counter in its period: it
+	// carries the spend over first, as an admission would.
+	if err := e.reseed(ctx, u, a, group, key, per, now); err != nil {
+		return Status{}, err
+	}
+	spent, err := e.Spent(ctx, u, key, per)
 	if err != nil {
 		return Status{}, err
 	}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/ledger"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 )
@@ -25,12 +26,36 @@ func MicroUSD(usd float64) int64 {
 	return int64(m)
 }
 
-// UsedMicroUSD is what a finished request is charged on cost limits, and
-// false when its outcome does not say: nothing for a cache hit or a
-// failed request without usage; the computed cost when the model's price
-// is known; unknown otherwise (no usage on a success, or no price), in
-// which case the reservation stands.
+// NanoUSD converts dollars to whole nano-dollars as the ledger does
+// (ledger.NanoFromUSD: to the nearest), so a budget's counter and the
+// ledger's records of the same requests add up to the same sum; bounded
+// like every charge.
+func NanoUSD(usd float64) int64 {
+	return min(ledger.NanoFromUSD(usd), maxUnits)
+}
+
+// UsedMicroUSD is what a finished request is charged on cost rate-limit
+// policies, in whole micro-dollars rounded up (MicroUSD), and false when
+// its outcome does not say (usedUSD).
 func UsedMicroUSD(e *observe.Entry) (int64, bool) {
+	usd, known := usedUSD(e)
+	return MicroUSD(usd), known
+}
+
+// UsedNanoUSD is what a finished request is charged on cost usage limits,
+// in nano-dollars: what its ledger record says it cost (NanoUSD), and
+// false when its outcome does not say (usedUSD).
+func UsedNanoUSD(e *observe.Entry) (int64, bool) {
+	usd, known := usedUSD(e)
+	return NanoUSD(usd), known
+}
+
+// usedUSD is what a finished request cost, and false when its outcome
+// does not say: nothing for a cache hit or a failed request without
+// usage; the computed cost when the model's price is known; unknown
+// otherwise (no usage on a success, or no price), in which case the
+// reservation stands.
+func usedUSD(e *observe.Entry) (float64, bool) {
 	if e == nil {
 		return 0, false
 	}
@@ -43,7 +68,7 @@ func UsedMicroUSD(e *observe.Entry) (int64, bool) {
 	if !e.CostKnown {
 		return 0, false
 	}
-	return MicroUSD(e.CostUSD), true
+	return e.CostUSD, true
 }
 
 // UsedTokens is what a finished request is charged on token limits, and

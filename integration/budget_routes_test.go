@@ -15,35 +15,65 @@ import (
 	"github.com/openai/openai-go/v3"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/budgets"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/ledger"
 )
 
 // Budgets hold on every route llm_gateway serves, with or without
 // llm_ratelimit in front of it, and a request is reserved and charged
 // on them exactly once.
 
-// tinyBudget is a usage limit of 20 micro-dollars per gateway key: five
-// of rlChat's requests (about 4 micro-dollars each).
+// tinyBudget is a usage limit of 20 micro-dollars (20,000 nano-dollars,
+// tinyBudgetNano) per gateway key: seven of rlChat's requests of 3.15
+// micro-dollars each, the seventh on the 1.1 left (budgets count what
+// the ledger counts, to the nano-dollar; they counted five of 4
+// micro-dollars, rounded up, before).
 const tinyBudget = `{"name": "tiny", "type": "cost", "credit_limit": 0.00002, "periodic_reset": "monthly",
 	"conditions": [{"key": "api_key", "value": "*"}], "group_by": [{"key": "api_key"}]}`
 
+// tinyBudgetNano is tinyBudget's credit_limit in nano-dollars.
+const tinyBudgetNano = 20_000
+
 // spendUntilRefused sends up to 20 requests and returns how many passed
-// before the first that did not, and that one's answer.
-func spendUntilRefused(t *testing.T, send func() (*http.Response, []byte)) (int, *http.Response, []byte) {
+// before the first that did not, and that one's answer. The requests
+// that passed are checked against a budget of budgetNano: each was
+// admitted while some of it was left (what the earlier ones cost, their
+// x-gateway-cost headers to the nano-dollar, was below it), and the
+// refusal came once nothing was.
+func spendUntilRefused(t *testing.T, budgetNano int64, send func() (*http.Response, []byte)) (int, *http.Response, []byte) {
 	t.Helper()
+	var spent int64
 	for i := 0; i < 20; i++ {
 		resp, raw := send()
 		if resp.StatusCode != 200 {
+			if spent < budgetNano {
+				t.Errorf("refused after %d requests spent %d n$ of a %d n$ budget, with budget left", i, spent, budgetNano)
+			}
 			return i, resp, raw
 		}
+		if spent >= budgetNano {
+			t.Errorf("request %d passed when %d n$ of a %d n$ budget were spent", i, spent, budgetNano)
+		}
+		spent += costNano(t, resp.Header.Get("X-Gateway-Cost"))
 	}
 	t.Fatal("20 requests passed a 20 micro-dollar budget")
 	return 0, nil, nil
 }
 
+// passesOn is how many requests of costNano each a budget of budgetNano
+// admits one after another: until it is spent, the last on what was
+// left.
+func passesOn(budgetNano, costNano int64) int {
+	return int((budgetNano + costNano - 1) / costNano)
+}
+
+// rlChatNano is what one rlChat request costs: 9 prompt and 3 completion
+// tokens of gpt-4o-mini, 3.15 micro-dollars.
+const rlChatNano = 3_150
+
 // TestBudgetHoldsWithoutRatelimit: on a route without llm_ratelimit, a
 // usage limit created through the API and a key's own usage_limits are
-// enforced all the same: five requests pass, the sixth is a 412
-// budget_exceeded; then every kind of request the gateway sends to a
+// enforced all the same: seven requests pass (the seventh on what was
+// left), the eighth is a 412 budget_exceeded; then every kind of request the gateway sends to a
 // provider (Messages, Responses, embeddings, a pass-through path) is
 // refused before any provider call, while another key is not limited.
 func TestBudgetHoldsWithoutRatelimit(t *testing.T) {
@@ -53,11 +83,11 @@ func TestBudgetHoldsWithoutRatelimit(t *testing.T) {
 		if status, m := api(t, gatewayKey, http.MethodPost, "/policies/usage-limits", tinyBudget); status != 200 {
 			t.Fatalf("create: %d %v", status, m)
 		}
-		ok, last, raw := spendUntilRefused(t, func() (*http.Response, []byte) {
+		ok, last, raw := spendUntilRefused(t, tinyBudgetNano, func() (*http.Response, []byte) {
 			return rlChat(t, gatewayURL(), gatewayKey, up.URL, "")
 		})
-		if ok != 5 || last.StatusCode != http.StatusPreconditionFailed || errCode(t, raw) != budgets.CodeExceeded {
-			t.Fatalf("%d requests passed, then %d %s; want 5 then 412 %s", ok, last.StatusCode, raw, budgets.CodeExceeded)
+		if want := passesOn(tinyBudgetNano, rlChatNano); ok != want || last.StatusCode != http.StatusPreconditionFailed || errCode(t, raw) != budgets.CodeExceeded {
+			t.Fatalf("%d requests passed, then %d %s; want %d then 412 %s", ok, last.StatusCode, raw, want, budgets.CodeExceeded)
 		}
 		calls := up.count()
 		route := []string{"x-gateway-api-key", gatewayKey, "x-gateway-provider", "openai", "x-gateway-custom-host", up.URL,
@@ -92,11 +122,11 @@ func TestBudgetHoldsWithoutRatelimit(t *testing.T) {
 			`{"name":"budgeted","workspace_id":"`+keysWorkspace+`","scopes":["completions.write"],"usage_limits":{"credit_limit":0.00002,"periodic_reset":"monthly"},"defaults":{"virtual_key":"openai"}}`,
 			200, &created)
 		body := []byte(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`)
-		ok, last, raw := spendUntilRefused(t, func() (*http.Response, []byte) {
+		ok, last, raw := spendUntilRefused(t, tinyBudgetNano, func() (*http.Response, []byte) {
 			return do(t, "POST", "/chat/completions", body, "x-gateway-api-key", created.Key)
 		})
-		if ok != 5 || last.StatusCode != http.StatusPreconditionFailed || errCode(t, raw) != budgets.CodeExceeded {
-			t.Fatalf("%d requests passed, then %d %s; want 5 then 412 %s", ok, last.StatusCode, raw, budgets.CodeExceeded)
+		if want := passesOn(tinyBudgetNano, rlChatNano); ok != want || last.StatusCode != http.StatusPreconditionFailed || errCode(t, raw) != budgets.CodeExceeded {
+			t.Fatalf("%d requests passed, then %d %s; want %d then 412 %s", ok, last.StatusCode, raw, want, budgets.CodeExceeded)
 		}
 		if resp, raw := do(t, "POST", "/chat/completions", body, "x-gateway-virtual-key", "openai"); resp.StatusCode != 200 {
 			t.Errorf("another key: %d %s", resp.StatusCode, raw)
@@ -104,9 +134,9 @@ func TestBudgetHoldsWithoutRatelimit(t *testing.T) {
 	})
 }
 
-// usedMicro returns what /v1/usage/me says key has used of its one usage
-// limit, in micro-dollars.
-func usedMicro(t *testing.T, base, key string) int64 {
+// usedNano returns what /v1/usage/me says key has used of its one usage
+// limit, in nano-dollars.
+func usedNano(t *testing.T, base, key string) int64 {
 	t.Helper()
 	resp, raw := rawDo(t, base, http.MethodGet, "/usage/me", nil, "x-gateway-api-key", key)
 	var me struct {
@@ -117,31 +147,31 @@ func usedMicro(t *testing.T, base, key string) int64 {
 	if err := json.Unmarshal(raw, &me); err != nil || resp.StatusCode != 200 || len(me.UsageLimits) != 1 {
 		t.Fatalf("usage/me: %d %s", resp.StatusCode, raw)
 	}
-	return int64(math.Round(me.UsageLimits[0].Used * 1e6))
+	return int64(math.Round(me.UsageLimits[0].Used * budgets.NanoPerUSD))
 }
 
-// waitUsed waits until key's budget shows at least want micro-dollars
+// waitUsed waits until key's budget shows at least want nano-dollars
 // used (settlement runs as the answer ends), then a little longer, so a
 // second charge of the same request would show too, and returns it.
 func waitUsed(t *testing.T, base, key string, want int64) int64 {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for usedMicro(t, base, key) < want && time.Now().Before(deadline) {
+	for usedNano(t, base, key) < want && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	time.Sleep(200 * time.Millisecond)
-	return usedMicro(t, base, key)
+	return usedNano(t, base, key)
 }
 
-// costMicro is a cost header in micro-dollars as a budget charges it:
-// rounded up.
-func costMicro(t *testing.T, h string) int64 {
+// costNano is a cost header in nano-dollars as a budget charges it and
+// the ledger records it (ledger.NanoFromUSD).
+func costNano(t testing.TB, h string) int64 {
 	t.Helper()
 	var usd float64
 	if _, err := fmt.Sscan(h, &usd); err != nil || h == "" {
 		t.Fatalf("x-gateway-cost %q", h)
 	}
-	return budgets.MicroUSD(usd)
+	return ledger.NanoFromUSD(usd)
 }
 
 // TestBudgetChargedOnce: on a route with llm_ratelimit (which reserves
@@ -170,10 +200,10 @@ func TestBudgetChargedOnce(t *testing.T) {
 				if resp.StatusCode != 200 || resp.Header.Get("X-Gateway-Budget-Policy") == "" {
 					t.Fatalf("request %d: %d %v %s", i, resp.StatusCode, resp.Header, raw)
 				}
-				want += costMicro(t, resp.Header.Get("X-Gateway-Cost"))
+				want += costNano(t, resp.Header.Get("X-Gateway-Cost"))
 			}
 			if got := waitUsed(t, gatewayURL(), gatewayKey, want); got != want || want == 0 {
-				t.Errorf("spent %d micro-dollars after three requests costing %d in all", got, want)
+				t.Errorf("spent %d nano-dollars after three requests costing %d in all", got, want)
 			}
 		})
 	}
@@ -213,10 +243,10 @@ func TestBudgetChargesBatchLines(t *testing.T) {
 	}
 	var want int64
 	for _, l := range logs.Data {
-		want += (l.Cost + 999) / 1000
+		want += l.Cost
 	}
 	if got := waitUsed(t, gatewayURL(), gatewayKey, want); got != want || want == 0 {
-		t.Errorf("spent %d micro-dollars on batch lines whose records cost %d", got, want)
+		t.Errorf("spent %d nano-dollars on batch lines whose records cost %d", got, want)
 	}
 }
 
@@ -246,7 +276,7 @@ func TestBudgetChargesSemanticCacheEmbeddings(t *testing.T) {
 			t.Fatalf("%s: %d %s %s", st.question, resp.StatusCode, resp.Header.Get("x-gateway-cache-status"), raw)
 		}
 		if h := resp.Header.Get("X-Gateway-Cost"); h != "" {
-			chat += costMicro(t, h)
+			chat += costNano(t, h)
 		}
 		traces[resp.Header.Get("x-gateway-trace-id")] = true
 	}
@@ -267,15 +297,15 @@ func TestBudgetChargesSemanticCacheEmbeddings(t *testing.T) {
 	if code := getJSON(t, "/logs?page_size=100", gatewayKey, &logs); code != 200 {
 		t.Fatalf("GET /v1/logs: %d", code)
 	}
-	var ledgerMicro, embedMicro int64
+	var ledgerNano, embedNano int64
 	embeds := 0
 	for _, l := range logs.Data {
-		ledgerMicro += (l.Cost + 999) / 1000
+		ledgerNano += l.Cost
 		if l.Operation != "embeddings" {
 			continue
 		}
 		embeds++
-		embedMicro += (l.Cost + 999) / 1000
+		embedNano += l.Cost
 		// 5 tokens of text-embedding-3-small at $0.02 per million.
 		if l.APIKey != "test" || !traces[l.TraceID] || l.Model != "text-embedding-3-small" || !l.Known || l.Cost != 100 {
 			t.Errorf("embedding record %+v: want the caller's key and trace id, priced 100 nano-dollars", l)
@@ -284,17 +314,18 @@ func TestBudgetChargesSemanticCacheEmbeddings(t *testing.T) {
 	if embeds != 2 || len(logs.Data) != 4 {
 		t.Fatalf("%d records, %d of embeddings; want 2 requests and their 2 embeddings: %+v", len(logs.Data), embeds, logs.Data)
 	}
-	want := chat + embedMicro
-	if got := waitUsed(t, gatewayURL(), gatewayKey, want); got != want || got != ledgerMicro || embedMicro == 0 {
-		t.Errorf("spent %d micro-dollars; want the chat's %d plus the embeddings' %d, as the ledger's %d", got, chat, embedMicro, ledgerMicro)
+	want := chat + embedNano
+	if got := waitUsed(t, gatewayURL(), gatewayKey, want); got != want || got != ledgerNano || embedNano == 0 {
+		t.Errorf("spent %d nano-dollars; want the chat's %d plus the embeddings' %d, as the ledger's %d", got, chat, embedNano, ledgerNano)
 	}
 }
 
 // TestBudgetConcurrentWithoutRatelimit: the gateway's own admission is as
-// exact under concurrency as llm_ratelimit's: 40 concurrent requests of 4
-// micro-dollars against a 20 micro-dollar budget on a route without
-// llm_ratelimit: exactly five pass (none refused while budget was left),
-// the rest get the 412, and the spend is the budget.
+// exact under concurrency as llm_ratelimit's: 40 concurrent requests of
+// 3.15 micro-dollars against a 20 micro-dollar budget on a route without
+// llm_ratelimit: exactly seven pass (none refused while budget was left,
+// the last on what was left), the rest get the 412, and the spend is what
+// the seven cost, less than one request past the budget.
 func TestBudgetConcurrentWithoutRatelimit(t *testing.T) {
 	up := newFakeOpenAI(t)
 	loadRL(t, rlSite{NoLimiter: true})
@@ -315,10 +346,12 @@ func TestBudgetConcurrentWithoutRatelimit(t *testing.T) {
 		<-done
 	}
 	got := countStatuses(codes)
-	if got[200] != 5 || got[http.StatusPreconditionFailed] != n-5 {
-		t.Errorf("statuses %v, want 5 × 200 and %d × 412", got, n-5)
+	pass := passesOn(tinyBudgetNano, rlChatNano)
+	if got[200] != pass || got[http.StatusPreconditionFailed] != n-pass {
+		t.Errorf("statuses %v, want %d × 200 and %d × 412", got, pass, n-pass)
 	}
-	if spent := waitUsed(t, gatewayURL(), gatewayKey, 20); spent != 20 {
-		t.Errorf("spent %d micro-dollars of a 20 micro-dollar budget", spent)
+	want := int64(got[200]) * rlChatNano
+	if spent := waitUsed(t, gatewayURL(), gatewayKey, want); spent != want || spent < tinyBudgetNano || spent >= tinyBudgetNano+rlChatNano {
+		t.Errorf("spent %d nano-dollars of a %d nano-dollar budget, want the %d the passed requests cost", spent, tinyBudgetNano, want)
 	}
 }

@@ -65,7 +65,8 @@ func TestCancelledStreamSettlesEstimate(t *testing.T) {
 	limit := m["id"].(string)
 	t.Cleanup(func() { api(t, gatewayKey, http.MethodDelete, "/policies/usage-limits/"+limit, "") })
 	tokens := func() int64 { return counterSum(t, rdb, "llmgw:rl:"+rl+"|*") }
-	spent := func() int64 { return counterSum(t, rdb, "llmgw:rl:budget|"+limit+"|*") }
+	// Cost usage limits count nano-dollars, under keys of their own.
+	spent := func() int64 { return counterSum(t, rdb, "llmgw:rl:budget|nano|"+limit+"|*") }
 
 	body := `{"model":"` + model + `","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"tell me a long story"}]}`
 	ctx, cancel := context.WithCancel(context.Background())
@@ -104,11 +105,11 @@ func TestCancelledStreamSettlesEstimate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	estimates := map[int64]int64{} // output tokens -> micro-dollars
+	estimates := map[int64]int64{} // output tokens -> nano-dollars
 	for k := int64(read); k <= int64(read)+2; k++ {
 		out := (k*int64(len(chunk)) + 3) / 4
 		usd, _ := cat.Cost("openai", model, providers.Usage{PromptTokens: input, CompletionTokens: out, TotalTokens: input + out})
-		estimates[out] = budgets.MicroUSD(usd)
+		estimates[out] = budgets.NanoUSD(usd)
 	}
 	var settledTokens, settledSpend int64
 	for {
@@ -117,16 +118,16 @@ func TestCancelledStreamSettlesEstimate(t *testing.T) {
 			break
 		}
 		if time.Since(cancelled) > time.Second {
-			t.Fatalf("a second after the cancel: %d tokens and %d µ$ counted (reserved %d, %d), want %d input tokens and one of %v output tokens (µ$)",
+			t.Fatalf("a second after the cancel: %d tokens and %d n$ counted (reserved %d, %d), want %d input tokens and one of %v output tokens (n$)",
 				settledTokens, settledSpend, reservedTokens, reservedSpend, input, estimates)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	took := time.Since(cancelled)
-	t.Logf("cancelled after %d chunks: settled %v later at %d tokens, %d µ$ (reserved %d tokens, %d µ$)",
+	t.Logf("cancelled after %d chunks: settled %v later at %d tokens, %d n$ (reserved %d tokens, %d n$)",
 		read, took.Round(time.Millisecond), settledTokens, settledSpend, reservedTokens, reservedSpend)
 	if reservedTokens <= settledTokens || reservedSpend <= settledSpend {
-		t.Errorf("the reservation (%d tokens, %d µ$) was not above the estimate", reservedTokens, reservedSpend)
+		t.Errorf("the reservation (%d tokens, %d n$) was not above the estimate", reservedTokens, reservedSpend)
 	}
 
 	syncLedger(t)
@@ -144,7 +145,8 @@ func TestCancelledStreamSettlesEstimate(t *testing.T) {
 		t.Fatalf("%d ledger records of the stream", len(logs.Data))
 	}
 	r := logs.Data[0]
-	if !r.Estimated || !r.Known || r.Input != input || r.Input+r.Output != settledTokens || r.Cost == 0 {
-		t.Errorf("ledger record %+v, want %d input and %d output tokens, estimated", r, input, settledTokens-input)
+	if !r.Estimated || !r.Known || r.Input != input || r.Input+r.Output != settledTokens || r.Cost == 0 || r.Cost != settledSpend {
+		t.Errorf("ledger record %+v, want %d input and %d output tokens, estimated, costing the %d n$ the budget was charged",
+			r, input, settledTokens-input, settledSpend)
 	}
 }

@@ -248,16 +248,23 @@ func TestClusterBatchChargedOnce(t *testing.T) {
 	if got := counterSum(t, rdb, "llmgw:rl:"+rl+"|*"); got != lines*chargeLineTokens {
 		t.Errorf("rate-limit tokens counted %d, want %d × %d", got, lines, chargeLineTokens)
 	}
-	// Usage limits count whole micro-dollars, each request's cost rounded
-	// up (budgets.MicroUSD), as the catalog prices it.
+	// Usage limits count what the ledger counts: each request's cost to
+	// the nano-dollar (budgets.NanoUSD), as the catalog prices it; a cost
+	// limit's counters have keys of their own (budget|nano|).
 	cat, err := cost.Parse([]byte(`{"charge-model":` + price + `}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	lineUSD, _ := cat.Cost("openai", "charge-model", providers.Usage{PromptTokens: 3, CompletionTokens: 1, TotalTokens: 4})
-	for i, want := range []int64{lines * chargeLineTokens, lines * budgets.MicroUSD(lineUSD)} {
-		if got := counterSum(t, rdb, "llmgw:rl:budget|"+limits[i]+"|*"); got != want {
-			t.Errorf("usage limit %d counted %d, want %d", i, got, want)
+	for i, c := range []struct {
+		keys string
+		want int64
+	}{
+		{"llmgw:rl:budget|" + limits[0] + "|*", lines * chargeLineTokens},
+		{"llmgw:rl:budget|nano|" + limits[1] + "|*", lines * budgets.NanoUSD(lineUSD)},
+	} {
+		if got := counterSum(t, rdb, c.keys); got != c.want {
+			t.Errorf("usage limit %d counted %d, want %d", i, got, c.want)
 		}
 	}
 }

@@ -41,7 +41,7 @@ func TestBudgetCrashReservationsExpire(t *testing.T) {
 	llm := fmt.Sprintf("redis %s {\n\t\t\tdb %d\n\t\t\tfail_closed\n\t\t}\n\t\tbudgets {\n\t\t\tlease 3s\n\t\t\tmax_wait 200ms\n\t\t}",
 		redistest.Addr(), budgetCrashDB)
 	loadRL(t, rlSite{Redis: llm, NoLimiter: true})
-	const budgetMicro = 10_000
+	const budgetNano = 10_000_000 // cost counters count nano-dollars
 	limit := `{"name": "crash", "type": "cost", "credit_limit": 0.01, "periodic_reset": "monthly",
 	"conditions": [{"key": "api_key", "value": "*"}], "group_by": [{"key": "api_key"}]}`
 	if status, m := api(t, gatewayKey, http.MethodPost, "/policies/usage-limits", limit); status != 200 {
@@ -89,7 +89,7 @@ func TestBudgetCrashReservationsExpire(t *testing.T) {
 			firstOK = time.Since(killedAt)
 		}
 		admitted++
-		charged += costMicro(t, resp.Header.Get("X-Gateway-Cost"))
+		charged += costNano(t, resp.Header.Get("X-Gateway-Cost"))
 	}
 	// The usage API shows at most the limit; the counter in Redis holds
 	// the settled spend itself (its bucket fields), and the reservations
@@ -97,13 +97,13 @@ func TestBudgetCrashReservationsExpire(t *testing.T) {
 	spent, leases := leaseCounters(t, rc, "*budget|*")
 	one := charged / int64(max(admitted, 1))
 	t.Logf("A held %d streams (the budget reserved) and was killed; B's first admission %.2fs after the kill (%.2fs after A's first reservation), "+
-		"%d admitted, charged %d µ$ (%d each), settled spend %d µ$ of %d, %d reservations left",
-		len(held), firstOK.Seconds(), (time.Since(firstAt) - time.Since(killedAt) + firstOK).Seconds(), admitted, charged, one, spent, budgetMicro, leases)
+		"%d admitted, charged %d n$ (%d each), settled spend %d n$ of %d, %d reservations left",
+		len(held), firstOK.Seconds(), (time.Since(firstAt) - time.Since(killedAt) + firstOK).Seconds(), admitted, charged, one, spent, budgetNano, leases)
 	if spent != charged || leases != 0 {
-		t.Errorf("settled spend %d µ$ with %d reservations held, want the %d µ$ B's answers were charged and none", spent, leases, charged)
+		t.Errorf("settled spend %d n$ with %d reservations held, want the %d n$ B's answers were charged and none", spent, leases, charged)
 	}
-	if spent < budgetMicro || spent > budgetMicro+one {
-		t.Errorf("settled spend %d µ$ of a %d µ$ budget: want all of it usable, at most one request (%d) past it", spent, budgetMicro, one)
+	if spent < budgetNano || spent > budgetNano+one {
+		t.Errorf("settled spend %d n$ of a %d n$ budget: want all of it usable, at most one request (%d) past it", spent, budgetNano, one)
 	}
 }
 

@@ -135,8 +135,8 @@ func newRoadEnv(t *testing.T) *roadEnv {
 
 // provider answers what the default fake does not: native Responses
 // calls, and completions and embeddings with usage large enough that a
-// budget of a few requests is several micro-dollars (the budget counter's
-// unit). Anything else, or a wrong provider key, falls through to the
+// budget of a few requests is several micro-dollars (well above the
+// nano-dollar a budget counts in). Anything else, or a wrong provider key, falls through to the
 // fake's own handling.
 func (e *roadEnv) provider(w http.ResponseWriter, r *http.Request, body []byte) bool {
 	if r.Header.Get("Authorization") != "Bearer sk-test-provider" {

@@ -8,10 +8,11 @@ import (
 )
 
 // TestBudgetEndToEnd creates a usage limit through the API and spends it
-// through the gateway: requests of about 4 micro-dollars each against a
-// 20 micro-dollar budget, reserving at most what remains, pass until the
-// budget is spent; the next is a 412 budget_exceeded in the envelope; a
-// key in another workspace is not limited; deleting the limit lifts it.
+// through the gateway: requests of 3.15 micro-dollars each against a 20
+// micro-dollar budget, reserving at most what remains, pass until the
+// budget is spent (seven, charged to the nano-dollar); the next is a 412
+// budget_exceeded in the envelope; a key in another workspace is not
+// limited; deleting the limit lifts it.
 func TestBudgetEndToEnd(t *testing.T) {
 	up := newFakeOpenAI(t)
 	loadRL(t, rlSite{})
@@ -36,8 +37,8 @@ func TestBudgetEndToEnd(t *testing.T) {
 			t.Errorf("request %d: budget headers %v", i, last.Header)
 		}
 	}
-	if ok != 5 || last.StatusCode != http.StatusPreconditionFailed || last.Header.Get("x-gateway-error") != "true" {
-		t.Fatalf("%d requests passed, then %d %s; want 5 then 412", ok, last.StatusCode, raw)
+	if want := passesOn(tinyBudgetNano, rlChatNano); ok != want || last.StatusCode != http.StatusPreconditionFailed || last.Header.Get("x-gateway-error") != "true" {
+		t.Fatalf("%d requests passed, then %d %s; want %d then 412", ok, last.StatusCode, raw, want)
 	}
 	var env map[string]any
 	if err := json.Unmarshal(raw, &env); err != nil {

@@ -6,8 +6,9 @@ import (
 )
 
 // TestKeyUsageLimitsAreEnforced: the usage_limits of an API key created
-// through the keys API is a budget on that key: requests of about 4
-// micro-dollars pass until its 20 micro-dollars are spent, then 412.
+// through the keys API is a budget on that key: requests of 3.15
+// micro-dollars pass until its 20 micro-dollars are spent (seven, the
+// last on what was left, charged to the nano-dollar), then 412.
 func TestKeyUsageLimitsAreEnforced(t *testing.T) {
 	up := newFakeOpenAI(t)
 	s := newKeysSite(t, vkOpenAI("openai", up.URL))
@@ -33,8 +34,8 @@ func TestKeyUsageLimitsAreEnforced(t *testing.T) {
 		}
 		ok++
 	}
-	if ok != 5 || errCode(t, last) != "budget_exceeded" {
-		t.Errorf("%d requests passed before %s, want 5 then budget_exceeded", ok, last)
+	if want := passesOn(tinyBudgetNano, rlChatNano); ok != want || errCode(t, last) != "budget_exceeded" {
+		t.Errorf("%d requests passed before %s, want %d then budget_exceeded", ok, last, want)
 	}
 	// The workspace's other key is not limited by this key's budget.
 	if resp, raw := do(t, "POST", "/chat/completions", []byte(body), "x-gateway-virtual-key", "openai"); resp.StatusCode != 200 {

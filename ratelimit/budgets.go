@@ -99,7 +99,7 @@ func (h *Handler) budget(hdr http.Header, r *http.Request, c *requester, v *verd
 	// A usage limit has no reservation setting of its own: it reserves
 	// what a tokens or cost policy without default_reservation would.
 	var none policies.Policy
-	res := budgets.Reserve{MicroUSD: h.reserveSpend(&q, &none), Tokens: h.reserveTokens(&q, &none)}
+	res := budgets.Reserve{NanoUSD: budgets.NanoUSD(h.estimateSpend(&q, &none)), Tokens: h.reserveTokens(&q, &none)}
 	adm, refused, err := e.Admit(ctx, &q.attrs, res)
 	if n, ok := h.ctl.(groupNoter); ok && (adm != nil || refused != nil) {
 		n.NoteBudgetGroups(ctx, &q.attrs)

@@ -91,12 +91,18 @@ func (h *Handler) reserveTokens(q *request, p *policies.Policy) int64 {
 	return min(r.prompt+h.output(r, p), maxEstimate)
 }
 
-// reserveSpend is a request's cost reservation on p in micro-dollars: the
-// prompt estimate at the input price plus the output it reserves at the
-// output (or reasoning) price, for the provider and model it names. A
-// request whose provider or model has no known price reserves nothing:
-// its cost, being unknown, is not charged either.
+// reserveSpend is a request's cost reservation on p in micro-dollars
+// (estimateSpend), as cost rate-limit policies count.
 func (h *Handler) reserveSpend(q *request, p *policies.Policy) int64 {
+	return microUSD(h.estimateSpend(q, p))
+}
+
+// estimateSpend is the most likely cost of a request on p, in dollars:
+// the prompt estimate at the input price plus the output it reserves at
+// the output (or reasoning) price, for the provider and model it names.
+// A request whose provider or model has no known price reserves nothing:
+// its cost, being unknown, is not charged either.
+func (h *Handler) estimateSpend(q *request, p *policies.Policy) float64 {
 	r := q.res()
 	if !r.priceChecked {
 		r.priceChecked = true
@@ -108,7 +114,7 @@ func (h *Handler) reserveSpend(q *request, p *policies.Policy) int64 {
 	if !r.priced {
 		return 0
 	}
-	return microUSD(r.price.Estimate(r.prompt, h.output(r, p)))
+	return r.price.Estimate(r.prompt, h.output(r, p))
 }
 
 // microUSD converts dollars to whole micro-dollars, rounding up (the
