@@ -54,7 +54,7 @@ func (r *reader) StatusOf(ctx context.Context, u *budgets.UsageLimit, a *policie
 // does: the status counts it as used.
 func (r *reader) spend(t *testing.T, a *policies.Attributes, usd float64) {
 	t.Helper()
-	_, refused, err := r.e.Admit(context.Background(), a, budgets.Reserve{MicroUSD: int64(usd * policies.MicroUSD)})
+	_, refused, err := r.e.Admit(context.Background(), a, budgets.Reserve{NanoUSD: budgets.NanoUSD(usd)})
 	if err != nil || refused != nil {
 		t.Fatalf("admit: %v %v", refused, err)
 	}
