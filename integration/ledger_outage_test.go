@@ -2,8 +2,10 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -16,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/budgets"
 )
 
 // The ledger's PostgreSQL goes away: the gateway keeps serving, its
@@ -152,11 +156,24 @@ func TestLedgerStartsWithoutDatabase(t *testing.T) {
 // TestLedgerSurvivesDatabaseOutage cuts the ledger's PostgreSQL for 60 s
 // (LEDGER_OUTAGE_SECONDS to change it) while requests keep arriving at a
 // modest rate: every request is answered 200, and once the database is
-// back the ledger holds exactly one record per request served.
+// back the ledger holds exactly one record per request served. A cost
+// usage limit on the key (its counter in Redis) counted every request
+// through the outage: its used equals the ledger's cost to the
+// nano-dollar, and once Redis loses the counter (deleted, as a restart
+// without persistence would) the count rebuilt from the ledger is the
+// same.
 func TestLedgerSurvivesDatabaseOutage(t *testing.T) {
+	rdb := requireRedis(t)
 	o := newOutageLedger(t)
 	up := newFakeOpenAI(t)
-	loadFresh(t, site{LLM: fmt.Sprintf("ledger %q", o.dsn)})
+	loadRL(t, rlSite{Redis: redisBlock(false) + fmt.Sprintf("\n\t\tledger %q", o.dsn), NoLimiter: true})
+	status, m := api(t, gatewayKey, http.MethodPost, "/policies/usage-limits",
+		`{"name":"outage","type":"cost","credit_limit":1000,"periodic_reset":"monthly","conditions":[{"key":"api_key","value":"test"}],"group_by":[{"key":"api_key"}]}`)
+	if status != 200 {
+		t.Fatalf("usage limit: %d %v", status, m)
+	}
+	limit := m["id"].(string)
+	t.Cleanup(func() { api(t, gatewayKey, http.MethodDelete, "/policies/usage-limits/"+limit, "") })
 	outage := 60 * time.Second
 	if v, err := strconv.Atoi(os.Getenv("LEDGER_OUTAGE_SECONDS")); err == nil && v > 0 {
 		outage = time.Duration(v) * time.Second
@@ -213,6 +230,28 @@ func TestLedgerSurvivesDatabaseOutage(t *testing.T) {
 	}
 	if v := metricValue(t, "llm_ledger_records_dropped_total") - dropped; v != 0 {
 		t.Errorf("llm_ledger_records_dropped_total rose by %v", v)
+	}
+
+	// Budgets: the live counter, then one rebuilt from the ledger.
+	var ledgerNano int64
+	if err := o.db.QueryRow("SELECT coalesce(sum(cost_nano_usd), 0) FROM " + o.schema + ".llm_ledger").Scan(&ledgerNano); err != nil {
+		t.Fatal(err)
+	}
+	used := func() int64 { return int64(math.Round(usageOf(t, gatewayKey, limit).Used * budgets.NanoPerUSD)) }
+	liveNano := used()
+	ctx := context.Background()
+	lost := 0
+	for it := rdb.Scan(ctx, 0, "*"+limit+"*", 1000).Iterator(); it.Next(ctx); lost++ {
+		rdb.Del(ctx, it.Val()) // the counter and its seed marker
+	}
+	// The instance looks at a counter's marker again within 10 s.
+	rebuiltNano := used()
+	for deadline := time.Now().Add(30 * time.Second); rebuiltNano != ledgerNano && time.Now().Before(deadline); rebuiltNano = used() {
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("ledger %d n$; the budget counted %d n$, and %d n$ once rebuilt from the ledger (%d Redis keys lost)", ledgerNano, liveNano, rebuiltNano, lost)
+	if ledgerNano == 0 || lost == 0 || liveNano != ledgerNano || rebuiltNano != ledgerNano {
+		t.Errorf("budgets after the outage: live %d n$, rebuilt %d n$ (%d keys lost), want the ledger's %d n$", liveNano, rebuiltNano, lost, ledgerNano)
 	}
 }
 
