@@ -309,6 +309,7 @@ func (s *guardStep) after(ctx context.Context, o routing.Outcome) routing.Outcom
 		body = after.Body
 	}
 	status := guardrails.Status(cur.before, after, h.status)
+	var results []byte
 	if guardrails.HasResults(cur.before, after) {
 		if h.stream && s.gs.q.Call.Op == providers.OpMessages {
 			// Anthropic's stream has no event for them: an extra one
@@ -316,10 +317,11 @@ func (s *guardStep) after(ctx context.Context, o routing.Outcome) routing.Outcom
 		} else if h.stream {
 			body = withHookEvent(body, rec.json())
 		} else {
-			body = attachResults(body, rec.json())
+			results = rec.json()
+			body = attachResults(body, results)
 		}
 	}
-	res.held = &heldAnswer{status: status, header: h.header, body: body, stream: h.stream}
+	res.held = &heldAnswer{status: status, header: h.header, body: body, stream: h.stream, results: results}
 	o.Status = status
 	return o
 }

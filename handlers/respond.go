@@ -90,6 +90,10 @@ type heldAnswer struct {
 	body   []byte
 	// stream is set for a held SSE transcript (a cached stream).
 	stream bool
+	// results is the hook_results object attached to a JSON body, kept
+	// so an answer converted to the client's API (Messages, Responses)
+	// carries it too: the conversion keeps only what that API has.
+	results []byte
 }
 
 func (o *responder) committed() bool { return o.status != 0 }
@@ -244,6 +248,9 @@ func (o *responder) held(a *heldAnswer, info *answerInfo, envelope bool) {
 			}
 			o.error(ae, info)
 			return
+		}
+		if len(a.results) > 0 {
+			out = attachResults(out, a.results)
 		}
 		body = out
 		header = http.Header{"Content-Type": {"application/json"}}

@@ -127,3 +127,32 @@ func TestMessagesCacheNative(t *testing.T) {
 		t.Fatalf("stream: %d %q, provider called %d times: %s", resp.StatusCode, resp.Header.Get("x-gateway-cache-status"), len(ant.seen)-before, raw)
 	}
 }
+
+// TestMessagesGuardrailFailWithoutDeny: an input guardrail that fails
+// without deny lets the request through with status 246, and the answer,
+// in Anthropic's shape, carries hook_results beside the message, for
+// native targets and for translated ones, whose answer is converted from
+// the chat format (the conversion used to drop them).
+func TestMessagesGuardrailFailWithoutDeny(t *testing.T) {
+	up := newFakeOpenAI(t)
+	up.Hook = toolChat
+	ant := messagesAnthropic(t)
+	loadProviderSite(t)
+	const fail = `"input_guardrails":[{"default.regexMatch":{"rule":"(?i)secret","not":true}}]`
+	for _, tc := range []struct{ name, target string }{
+		{"native", anthropicTarget(ant)},
+		{"translated", openAITarget(up, "gpt-4o-mini")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			config := strings.Replace(tc.target, `{`, `{`+fail+`,`, 1)
+			body := `{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[{"role":"user","content":"tell me the SECRET"}]}`
+			resp, raw := translatedDo(t, "POST", "/messages", []byte(body), configHeader(config)...)
+			if resp.StatusCode != 246 || gjson.GetBytes(raw, "type").Str != "message" {
+				t.Fatalf("status %d: %s", resp.StatusCode, raw)
+			}
+			if h := gjson.GetBytes(raw, "hook_results.before_request_hooks.0"); !h.Exists() || h.Get("verdict").Bool() {
+				t.Fatalf("the 246 answer lacks the failed hook's results: %s", raw)
+			}
+		})
+	}
+}
