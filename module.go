@@ -1,6 +1,6 @@
 // Package llmgateway brings in every caddy-llm-gateway module: the `llm`
 // app (control plane) and its global Caddyfile option, the `llm_gateway`
-// handler (data plane) and its directive, `llm_ratelimit`, the
+// handler (data plane) and its directive, `llm_mcp` (the MCP gateway), `llm_ratelimit`, the
 // `llm_secrets` log encoder and field filter, the `llm_health` probes,
 // the provider families and the management APIs. Each package registers its own modules and
 // Caddyfile syntax in its init; import this one (or build with xcaddy
@@ -25,6 +25,8 @@ import (
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/budgets/budgetapi"
 	// The llm_console web console.
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/console"
+	// The llm_mcp handler: the MCP gateway.
+	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/mcp"
 	// The llm_health liveness and readiness handler.
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/health"
 	// The llm_secrets log encoder and field filter mask credential headers

@@ -70,6 +70,8 @@ type App struct {
 	budgetMetrics
 	// keysState adds "keys" and the managed record store (keys.go).
 	keysState
+	// mcpState adds "mcp_servers", the MCP servers llm_mcp relays (mcp.go).
+	mcpState
 	// admissions holds the llm_ratelimit stages managed batch lines pass
 	// (admission.go).
 	admissions *admissions
@@ -213,6 +215,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 			return fmt.Errorf("api key %q: organisation_id must be a UUID", k.Name)
 		}
 		a.keys = append(a.keys, resolvedKey{digest: digest, id: id})
+	}
+	if err := a.provisionMCP(repl); err != nil {
+		return err
 	}
 	if err := a.provisionCost(); err != nil {
 		return err

@@ -77,6 +77,7 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 //			lease         <d>      # with Redis: a batch's lease (default 10s, 2s–5m)
 //		}
 //		price_catalog <LiteLLM-format price file>
+//		mcp_server <name> { url …; header …; bearer …; … }   # may repeat (mcp.go)
 //		ledger [<postgres:// URL | SQLite file path>] {
 //			retention <duration>   # default 90d
 //			queue     <n>          # records waiting for the writer
@@ -170,6 +171,8 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = a.unmarshalBudgets(d)
 		case "keys":
 			err = a.unmarshalKeys(d)
+		case "mcp_server":
+			err = a.unmarshalMCPServer(d)
 		default:
 			return d.Errf("unknown llm option %q", d.Val())
 		}
