@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -174,8 +173,7 @@ func (u *remote) list(ctx context.Context) (*listing, error) {
 // listError describes a failed listing; a failure other than the
 // server's own JSON-RPC error drops the session.
 func (u *remote) listError(cs *sdk.ClientSession, what string, err error) error {
-	var werr *jsonrpc.Error
-	if errors.As(err, &werr) {
+	if werr, ok := serverError(err); ok {
 		return fmt.Errorf("the MCP server %q refused to list its %s: %s", u.cfg.Name, what, werr.Message)
 	}
 	u.drop(cs)

@@ -20,7 +20,9 @@ import (
 // gateway's. A progress token is replaced by one of the gateway's (the
 // upstream session is shared, so callers' tokens could collide) and the
 // server's progress notifications are sent back to the caller under its
-// own token. The caller going away cancels the call, and the SDK tells
+// own token. Progress is relayed as the SDK hands it over, after the
+// server sent it: one sent just before the result may arrive after it,
+// and is then dropped (the caller's stream has ended). The caller going away cancels the call, and the SDK tells
 // the server so (notifications/cancelled).
 
 // relayTool is the handler of the tool the server lists as name.
@@ -81,8 +83,7 @@ func (h *Handler) relayPrompt(u *remote, name string) sdk.PromptHandler {
 // down, broke off, or is refused by the egress policy) drops the session,
 // so the next call opens another, and answers -32603 naming the server.
 func callError(ctx context.Context, rec *callRecord, u *remote, cs *sdk.ClientSession, err error) error {
-	var werr *jsonrpc.Error
-	if errors.As(err, &werr) {
+	if werr, ok := serverError(err); ok {
 		rec.setStatus(statusError, werr.Code)
 		return &jsonrpc.Error{Code: werr.Code, Message: werr.Message, Data: werr.Data}
 	}
@@ -97,6 +98,31 @@ func callError(ctx context.Context, rec *callRecord, u *remote, cs *sdk.ClientSe
 	rec.setError(err)
 	data, _ := json.Marshal(map[string]string{"server": u.cfg.Name})
 	return &jsonrpc.Error{Code: codeUnavailable, Message: unreachable(u.cfg.Name, err), Data: data}
+}
+
+// The SDK's own JSON-RPC errors for a message its transport could not
+// deliver or answer (jsonrpc2's ErrRejected, ErrClientClosing,
+// ErrServerClosing): the server did not answer them.
+const (
+	sdkRejected      = -32005
+	sdkClientClosing = -32003
+	sdkServerClosing = -32004
+)
+
+// serverError returns the JSON-RPC error the server answered, if err is
+// one. The SDK wraps its transport failures in JSON-RPC errors of its own
+// (a server's error in a non-2xx answer comes first in the chain, so
+// errors.As finds it before the SDK's wrapper).
+func serverError(err error) (*jsonrpc.Error, bool) {
+	var werr *jsonrpc.Error
+	if !errors.As(err, &werr) {
+		return nil, false
+	}
+	switch werr.Code {
+	case sdkRejected, sdkClientClosing, sdkServerClosing:
+		return nil, false
+	}
+	return werr, true
 }
 
 // progressRoutes maps the gateway's progress tokens to the callers'.

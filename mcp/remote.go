@@ -196,14 +196,16 @@ func (t *lifetimeTransport) Connect(context.Context) (sdk.Connection, error) {
 }
 
 // drop forgets cs if it is the open session (it failed or ended), so the
-// next call opens another, and closes it.
+// next call opens another, and closes it in the background: closing a
+// streamable session DELETEs it, which a server that is down answers
+// only when the SDK's timeout (5 s) ends, and no caller waits for that.
 func (u *remote) drop(cs *sdk.ClientSession) {
 	u.mu.Lock()
 	if u.cs == cs {
 		u.cs = nil
 	}
 	u.mu.Unlock()
-	_ = cs.Close()
+	go cs.Close()
 }
 
 // close ends the open session, when the handler is cleaned up.
