@@ -133,3 +133,34 @@ func TestMCPCallRecord(t *testing.T) {
 		t.Fatalf("the denied call's record: %s", line)
 	}
 }
+
+// TestMCPCancellationRelayed: a caller that gives up on a call ends it at
+// the server too (the gateway's upstream call is cancelled, and the SDK
+// tells the server).
+func TestMCPCancellationRelayed(t *testing.T) {
+	started, ended := make(chan struct{}), make(chan struct{})
+	f := newFakeMCP(t, false, fakeTool{name: "wait", run: func(ctx context.Context, _ *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		close(started)
+		<-ctx.Done()
+		close(ended)
+		return nil, ctx.Err()
+	}})
+	loadFresh(t, mcpSite(t, mcpServerBlock("slow", f.URL, "allow test"), "egress_allow loopback"))
+	cs := mcpClient(t, mcpURL(""), gatewayKey, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "slow__wait"})
+		errc <- err
+	}()
+	<-started
+	cancel()
+	if err := <-errc; err == nil {
+		t.Fatal("a cancelled call succeeded")
+	}
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server's handler was not cancelled")
+	}
+}
