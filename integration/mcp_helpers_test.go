@@ -206,14 +206,3 @@ func rawMCP(t testing.TB, path, key, body string) (int, string) {
 	}
 	return resp.StatusCode, b.String()
 }
-
-// mcpLogLines returns the log lines holding an "mcp" call record.
-func mcpLogLines(t testing.TB) []string {
-	var out []string
-	for _, l := range strings.Split(readLog(t), "\n") {
-		if strings.Contains(l, `"mcp":{`) {
-			out = append(out, l)
-		}
-	}
-	return out
-}
