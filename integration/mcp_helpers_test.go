@@ -153,6 +153,9 @@ func mcpClient(t testing.TB, endpoint, key string, opts *sdk.ClientOptions) *sdk
 
 func mcpClientVia(t testing.TB, endpoint string, rt http.RoundTripper, opts *sdk.ClientOptions) *sdk.ClientSession {
 	t.Helper()
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
 	c := sdk.NewClient(&sdk.Implementation{Name: "test-client", Version: "1"}, opts)
 	cs, err := c.Connect(context.Background(), &sdk.StreamableClientTransport{
 		Endpoint: endpoint, HTTPClient: &http.Client{Transport: rt}, MaxRetries: -1, DisableStandaloneSSE: true,
