@@ -12,6 +12,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/logthrottle"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/upstream"
 )
 
@@ -48,6 +49,8 @@ type remote struct {
 
 	// catalog is the server's tools and prompts as last listed.
 	catalog catalog
+	// leftOut throttles the log line of /mcp leaving the server out.
+	leftOut logthrottle.Throttle
 }
 
 // newRemote prepares cfg's upstream. Nothing connects until a call
@@ -208,14 +211,19 @@ func (u *remote) drop(cs *sdk.ClientSession) {
 	go cs.Close()
 }
 
-// close ends the open session, when the handler is cleaned up.
+// close ends the open session, when the handler is cleaned up, in the
+// background as drop does: a reload does not wait on a server's DELETE.
 func (u *remote) close() {
 	u.mu.Lock()
 	cs := u.cs
 	u.cs = nil
 	u.mu.Unlock()
 	if cs != nil {
-		_ = cs.Close()
+		go func() {
+			_ = cs.Close()
+			u.hc.CloseIdleConnections()
+		}()
+		return
 	}
 	u.hc.CloseIdleConnections()
 }

@@ -5,8 +5,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
 )
 
 // A view is the SDK server one caller talks to: the tools and prompts of
@@ -16,6 +18,10 @@ import (
 // any other name finds no tool. Views are shared by every caller that
 // sees the same servers at the same listings, and rebuilt when a listing
 // changes.
+
+// leftOutLogEvery is how often a server left out of /mcp is logged
+// (with the count of requests in between), not on every request.
+const leftOutLogEvery = 30 * time.Second
 
 // maxViews bounds the views kept; past it the cache starts again (views
 // are rebuilt from listings, which stay).
@@ -66,7 +72,9 @@ func (h *Handler) view(ctx context.Context, ups []*remote, single bool) (*view, 
 			if single {
 				return nil, err
 			}
-			h.logger.Warn("MCP server left out of /mcp: it cannot be listed", zapServer(u), zapError(err))
+			if ok, held := u.leftOut.Allow(time.Now(), leftOutLogEvery); ok {
+				h.logger.Warn("MCP server left out of /mcp: it cannot be listed", zapServer(u), zapError(err), zap.Int64("suppressed", held))
+			}
 			continue
 		}
 		ls[i] = l
