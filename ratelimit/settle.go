@@ -4,27 +4,18 @@ import (
 	"context"
 	"time"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/budgets"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/tokenest"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 )
 
-// Bounds of the token estimate's inputs, so that a hostile body cannot
-// overflow the arithmetic; a reservation is further capped at the
-// policy's limit.
+// The estimate's bounds and divisor are tokenest's, the one estimate the
+// cheapest load balancer prices too.
 const (
-	maxEstimate = int64(policies.MaxValue)
-	maxChoices  = 128
+	maxEstimate   = tokenest.Max
+	bytesPerToken = tokenest.BytesPerToken
 )
-
-// bytesPerToken is the divisor of the prompt estimate. Four bytes per
-// token is the usual rule of thumb for English with BPE tokenizers; on the
-// whole JSON body (keys, quotes, roles) it overestimates the prompt a
-// little, which suits a reservation that settlement corrects.
-const bytesPerToken = 4
 
 // estimateTokens is the token reservation of a request: the prompt
 // estimate, ceil(size/4) over the body's bytes, plus the most it may
@@ -40,45 +31,10 @@ func estimateTokens(body []byte, size int64) int64 {
 
 // estimateParts returns the prompt estimate and the most the request may
 // generate (0 when unbounded: see reservation for what is reserved then),
-// each at most maxEstimate.
+// each at most maxEstimate (tokenest.Parts).
 func estimateParts(body []byte, size int64) (prompt, out int64) {
-	prompt = (size + bytesPerToken - 1) / bytesPerToken
-	if prompt < 0 || prompt > maxEstimate {
-		prompt = maxEstimate
-	}
-	if len(body) == 0 {
-		return prompt, 0
-	}
-	// The body passed jsonlimit.Object (readBody): one walk that skips
-	// the prompt with a vector search finds the four members, where
-	// gjson walked it byte by byte for each one absent.
-	var raw [4][]byte
-	jsonlimit.Members(body, estimateFields[:], raw[:])
-	var f [4]gjson.Result
-	for i, v := range raw {
-		if v != nil {
-			f[i] = gjson.ParseBytes(v)
-		}
-	}
-	for _, r := range f[:3] {
-		if r.Type == gjson.Number {
-			out = r.Int()
-			break
-		}
-	}
-	if out <= 0 {
-		return prompt, 0
-	}
-	out = min(out, maxEstimate)
-	if n := f[3].Int(); n > 1 {
-		out = min(out*min(n, maxChoices), maxEstimate)
-	}
-	return prompt, out
+	return tokenest.Parts(body, size)
 }
-
-// estimateFields are the members estimateParts reads: the output bounds
-// in order of precedence, then the number of choices.
-var estimateFields = [4]string{"max_completion_tokens", "max_tokens", "max_output_tokens", "n"}
 
 // usedTokens is what a finished request is charged on token policies,
 // and false when the outcome does not say (budgets.UsedTokens, which

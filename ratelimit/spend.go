@@ -5,6 +5,7 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/budgets"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/cost"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/tokenest"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 )
@@ -44,7 +45,7 @@ type reservation struct {
 // (US$0.21 spent against US$0.05 with 100 concurrent requests); the answer
 // is still charged what it used, so the default only has to cover a
 // typical answer, not the model's longest.
-const DefaultOutputTokens = 1024
+const DefaultOutputTokens = tokenest.DefaultOutput
 
 // res fills and returns q's reservation.
 func (q *request) res() *reservation {
