@@ -31,7 +31,16 @@ const breakersPoolKey = "llm.breakers"
 // a new cache (the old one is closed when no config uses it).
 func cachePoolKey(size int64) string { return "llm.cache." + strconv.FormatInt(size, 10) }
 
+// loadsPoolKey names the one registry of target measurements (time to
+// first byte, attempts in flight) the measured loadbalance modes read.
+const loadsPoolKey = "llm.loads"
+
 type pooledBreakers struct{ *routing.BreakerSet }
+
+type pooledLoads struct{ *routing.LoadStats }
+
+// Destruct has nothing to release: measurements are plain memory.
+func (pooledLoads) Destruct() error { return nil }
 
 // Destruct has nothing to release: breakers hold no goroutines or files,
 // and requests still running on an old config may keep using them.
@@ -56,6 +65,19 @@ func (a *App) Breakers(logger *zap.Logger) (*routing.BreakerSet, func(), error) 
 		return nil, nil, err
 	}
 	return v.(pooledBreakers).BreakerSet, release(breakersPoolKey), nil
+}
+
+// Loads returns the process's target measurements, shared by every route
+// so they survive reloads, and the function that releases this caller's
+// use of them (call it from Cleanup).
+func (a *App) Loads() (*routing.LoadStats, func(), error) {
+	v, _, err := gatewayPool.LoadOrNew(loadsPoolKey, func() (caddy.Destructor, error) {
+		return pooledLoads{routing.NewLoadStats(Now)}, nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return v.(pooledLoads).LoadStats, release(loadsPoolKey), nil
 }
 
 // ResponseCache returns the response cache of the given capacity (size <=

@@ -136,6 +136,13 @@ func (e *executor) attempt(ctx context.Context, p attemptPlan) (out routing.Outc
 			}
 		},
 	}
+	defer func() {
+		// The sample least_latency averages: from the attempt's start to
+		// the answer's first byte.
+		if !c.firstByte.IsZero() {
+			out.FirstByte = c.firstByte.Sub(obs.start)
+		}
+	}()
 	if sink := p.sink; sink != nil {
 		c.storeMax = sink.Limit()
 		c.store = func(body []byte, stream bool) {

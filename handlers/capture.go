@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
@@ -105,7 +106,9 @@ type capture struct {
 	teeMax  int
 	teeFull bool
 	onStart func() // called when the first byte is committed
-	commit  func(status int, h http.Header)
+	// firstByte is when the first byte of the answer's body arrived.
+	firstByte time.Time
+	commit    func(status int, h http.Header)
 
 	committed bool
 	wrote     bool
@@ -205,6 +208,9 @@ func (c *capture) doCommit() {
 func (c *capture) Write(p []byte) (int, error) {
 	if c.status == 0 {
 		c.WriteHeader(http.StatusOK)
+	}
+	if c.firstByte.IsZero() {
+		c.firstByte = time.Now()
 	}
 	switch c.mode {
 	case modeBuffer:

@@ -130,8 +130,15 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	if err := g.provisionBudget(ctx); err != nil {
 		return err
 	}
+	loads, releaseLoads, err := g.app.Loads()
+	if err != nil {
+		return err
+	}
+	g.release = append(g.release, releaseLoads)
 	g.router = routing.NewRouter()
 	g.router.Breakers = g.breakers
+	g.router.Loads = loads
+	g.router.Prices = g.app.Prices
 	g.configs = routing.NewConfigCache(1024)
 	// Managed batch lines run through the pipeline (and egress policy)
 	// of the route that created them; see routeKey.

@@ -50,6 +50,11 @@ type Strategy struct {
 	Conditions    []Condition `json:"conditions,omitempty"`
 	Default       string      `json:"default,omitempty"`
 	OnStatusCodes []int       `json:"on_status_codes,omitempty"`
+	// LoadBalance is the gateway's extension naming how a loadbalance
+	// node picks (BalanceWeighted, the spec's behaviour and the default;
+	// BalanceLeastLatency, BalanceLeastInflight, BalanceCheapest). Only
+	// mode loadbalance reads it.
+	LoadBalance string `json:"loadbalance,omitempty"`
 	// OnErrorTypes is the gateway's extension beside on_status_codes: a
 	// fallback also moves on when the failed answer's class
 	// (providers.ErrorClass) is listed. Only fallback reads it.

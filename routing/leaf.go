@@ -35,14 +35,22 @@ func (r *run) leaf(t *Target) Outcome {
 			}
 			done = d
 		}
+		var load *TargetLoad
+		if r.rt.Loads != nil {
+			load = r.rt.Loads.start(t)
+		}
 		start := r.rt.Now()
 		o := r.exec.Attempt(r.ctx, t, try)
+		took := r.rt.Now().Sub(start)
 		if done != nil {
 			done(o)
 		}
+		if load != nil {
+			r.rt.Loads.finish(load, o, took)
+		}
 		r.res.Target, r.res.Retries = t, try
 		wait, retry, label := r.retryWait(t, o, try)
-		o.step = r.record(Step{Target: t, Try: try, Status: o.Status, Duration: r.rt.Now().Sub(start), Outcome: label})
+		o.step = r.record(Step{Target: t, Try: try, Status: o.Status, Duration: took, Outcome: label})
 		if !retry {
 			return o
 		}

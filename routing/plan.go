@@ -62,10 +62,11 @@ type Target struct {
 	// (Origins).
 	GuardEgress bool
 
-	// identity and breakerKey cache derived keys; a Target belongs to one
-	// request, so no lock is needed.
+	// identity, breakerKey and load cache derived keys and lookups; a
+	// Target belongs to one request, so no lock is needed.
 	identity   string
 	breakerKey string
+	load       *TargetLoad
 }
 
 // Resolver gives the plan builder access to the control plane's records.

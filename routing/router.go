@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/cost"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
@@ -56,6 +57,10 @@ type Outcome struct {
 	// Skipped is true when nothing was attempted because every candidate
 	// target's circuit breaker was open.
 	Skipped bool
+	// FirstByte is how long after the attempt started the first byte of
+	// the answer arrived (0 when none did, or the gateway answered), the
+	// sample least_latency averages.
+	FirstByte time.Duration
 	// ErrorType is the class of a provider's error answer (empty for
 	// successes, the gateway's own failures and answers of no class),
 	// which strategy.on_error_types falls back on.
@@ -170,6 +175,13 @@ type Router struct {
 	Float func() float64
 	// Breakers may be nil: no target then has a breaker.
 	Breakers Breakers
+	// Loads holds the measurements least_latency and least_inflight read
+	// (every attempt is measured); nil measures nothing, and those modes
+	// then draw by weight.
+	Loads *LoadStats
+	// Prices returns the price catalog cheapest reads; nil makes
+	// cheapest draw by weight.
+	Prices func() *cost.Catalog
 	// Now and Sleep are the clock; tests replace them. Sleep must return
 	// early with ctx's error when ctx is done.
 	Now   func() time.Time
@@ -290,19 +302,20 @@ func shouldFallback(s *Strategy, o Outcome) bool {
 	return o.ErrorType != "" && !o.OK() && slices.Contains(s.OnErrorTypes, o.ErrorType)
 }
 
-// loadBalance picks a child at random by weight among those whose breakers
-// are not all open. A child that turns out to be skipped (its breaker
-// opened meanwhile) is excluded and another is picked.
+// loadBalance sends the request to the child its balancing mode picks
+// (balance.go) among those whose breakers are not all open. A child that
+// turns out to be skipped (its breaker opened meanwhile) is excluded and
+// another is picked.
 func (r *run) loadBalance(n *Node) (Outcome, error) {
-	excluded := make([]bool, len(n.Children))
+	excluded := newChildSet(len(n.Children))
 	for {
-		child, err := r.pickWeighted(n, excluded)
+		child, err := r.pick(n, &excluded)
 		if err != nil {
 			return Outcome{}, err
 		}
 		if child < 0 {
 			for i, c := range n.Children {
-				if c.Weight > 0 && !excluded[i] {
+				if c.Weight > 0 && !excluded.has(i) {
 					r.skipOpen(c)
 				}
 			}
@@ -312,45 +325,8 @@ func (r *run) loadBalance(n *Node) (Outcome, error) {
 		if err != nil || !o.Skipped {
 			return o, err
 		}
-		excluded[child] = true
+		excluded.add(child)
 	}
-}
-
-// pickWeighted returns the index of a child chosen with probability
-// proportional to its weight among the available ones, or -1 when none is
-// available. Zero weights are never chosen; all-zero weights are a 400.
-func (r *run) pickWeighted(n *Node, excluded []bool) (int, error) {
-	var total float64
-	for _, c := range n.Children {
-		total += max(c.Weight, 0)
-	}
-	if total <= 0 {
-		return -1, apierror.BadRequest(n.Path+".targets", "%s: loadbalance needs at least one target with a weight above 0", n.Path)
-	}
-	total = 0
-	avail := make([]bool, len(n.Children))
-	for i, c := range n.Children {
-		if c.Weight > 0 && !excluded[i] && r.available(c) {
-			avail[i] = true
-			total += c.Weight
-		}
-	}
-	if total <= 0 {
-		return -1, nil
-	}
-	x := r.rt.Float() * total
-	last := -1
-	for i, c := range n.Children {
-		if !avail[i] {
-			continue
-		}
-		if x < c.Weight {
-			return i, nil
-		}
-		x -= c.Weight
-		last = i
-	}
-	return last, nil // float rounding left x just above the last weight
 }
 
 // available reports whether some leaf under n has no open breaker.

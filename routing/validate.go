@@ -18,6 +18,10 @@ func validatePlan(n *Node) error {
 		return apierror.BadRequest(n.Path+".strategy.on_error_types",
 			"%s.strategy.on_error_types: only a fallback strategy falls back on error types, and this one's mode is %q", n.Path, n.Strategy.Mode)
 	}
+	if n.Strategy.LoadBalance != "" && n.Strategy.Mode != ModeLoadBalance {
+		return apierror.BadRequest(n.Path+".strategy.loadbalance",
+			"%s.strategy.loadbalance: names how a loadbalance strategy picks, and this one's mode is %q", n.Path, n.Strategy.Mode)
+	}
 	switch n.Strategy.Mode {
 	case ModeConditional:
 		if err := validateConditional(n); err != nil {
