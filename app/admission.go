@@ -2,74 +2,14 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
-	"strings"
 	"sync"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/budgets"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 )
-
-// ApplyDefaults routes a request that names no config, virtual key or
-// provider by the key's default config (else virtual key), and puts the
-// key's default metadata under the request's: a request's own value of a
-// metadata key wins. It is the one place a key's defaults become part of
-// a request's route: llm_gateway routes by the headers it leaves, and
-// llm_ratelimit describes (and prices) the request by the same headers,
-// so a request routed by its key's defaults is limited and reserved as
-// one that names the same route in headers. A nil id, or one without
-// defaults, changes nothing.
-func (id *Identity) ApplyDefaults(hdr *ingress.Headers) {
-	if id == nil || id.Defaults == nil || hdr == nil {
-		return
-	}
-	d := id.Defaults
-	if hdr.Config == "" && hdr.VirtualKey == "" && hdr.Provider == "" {
-		if d.ConfigID != "" {
-			hdr.Config = d.ConfigID
-		} else {
-			hdr.VirtualKey = d.VirtualKey
-		}
-	}
-	if len(d.Metadata) == 0 {
-		return
-	}
-	merged := make(map[string]string, len(d.Metadata)+len(hdr.Metadata))
-	for k, v := range d.Metadata {
-		merged[k] = v
-	}
-	for k, v := range hdr.Metadata {
-		merged[k] = v
-	}
-	raw := hdr.MetadataRaw
-	if raw == "" {
-		raw = "{}"
-	}
-	// The raw form keeps the request's own JSON (nested values) and adds
-	// the defaults it lacks.
-	var b strings.Builder
-	b.WriteString(strings.TrimSuffix(strings.TrimSpace(raw), "}"))
-	first := strings.TrimSpace(raw) == "{}"
-	for k, v := range d.Metadata {
-		if _, own := hdr.Metadata[k]; own {
-			continue
-		}
-		if !first {
-			b.WriteByte(',')
-		}
-		first = false
-		kj, _ := json.Marshal(k)
-		vj, _ := json.Marshal(v)
-		b.Write(kj)
-		b.WriteByte(':')
-		b.Write(vj)
-	}
-	b.WriteByte('}')
-	hdr.Metadata, hdr.MetadataRaw = merged, b.String()
-}
 
 // Admission is the rate-limit stage a request the gateway starts itself
 // (a managed batch line) passes before it runs, as a client's request
@@ -83,7 +23,7 @@ type Admission interface {
 	// the gateway fails closed) to w and returns false. When it may, the
 	// settlement of token policies is registered on r (observe.OnDone),
 	// so it runs once the request is done.
-	Admit(w http.ResponseWriter, r *http.Request, id *Identity) bool
+	Admit(w http.ResponseWriter, r *http.Request, id *identity.Caller) bool
 }
 
 // AdmissionVar is the Caddy request variable in which llm_ratelimit
@@ -153,7 +93,7 @@ type BudgetStage interface {
 	// (MarkBudgetAdmitted) and registers the settlement (observe.OnDone).
 	// A non-nil error is the answer: the 412 of a spent budget, or a 503
 	// when the budget store is down and the gateway fails closed.
-	AdmitBudget(h http.Header, r *http.Request, id *Identity, body []byte) error
+	AdmitBudget(h http.Header, r *http.Request, id *identity.Caller, body []byte) error
 }
 
 // BudgetStageModule is the Caddy module id of the BudgetStage that

@@ -1,13 +1,15 @@
 package app
 
 import (
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
+
 	"net/http"
 	"testing"
 )
 
 type stage string
 
-func (stage) Admit(http.ResponseWriter, *http.Request, *Identity) bool { return true }
+func (stage) Admit(http.ResponseWriter, *http.Request, *identity.Caller) bool { return true }
 
 func TestAdmissionRegistry(t *testing.T) {
 	a := &App{admissions: new(admissions)}

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
@@ -109,33 +110,9 @@ type APIKey struct {
 	Scopes []string `json:"scopes,omitempty"`
 }
 
-// Identity is who a valid gateway key belongs to. It never holds the key.
-// Identities are shared by every request of a key: never modify one.
-type Identity struct {
-	Name           string
-	WorkspaceID    string
-	OrganisationID string
-	// KeyID is the key's record id: the API's, or one derived from the
-	// Caddyfile name.
-	KeyID string
-	// Source is keys.SourceConfig (the Caddyfile) or keys.SourceAPI.
-	Source string
-	// Type is keys.TypeWorkspace or keys.TypeOrganisation.
-	Type string
-	// Scopes are the management scopes held; nil for a Caddyfile key
-	// without scopes (see Can).
-	Scopes []string
-	// Defaults route requests that name no config, virtual key or
-	// provider, and add metadata (API keys only).
-	Defaults *keys.Defaults
-	// AllowedModels are glob patterns of the models the key may name;
-	// empty allows every model.
-	AllowedModels []string
-}
-
 type resolvedKey struct {
 	digest [sha256.Size]byte
-	id     *Identity
+	id     *identity.Caller
 }
 
 var idNamespace = uuid.MustParse("6b0c8a52-0d1e-4b44-9f0e-6c1f3b0c9a11")
@@ -190,7 +167,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		if err != nil {
 			return fmt.Errorf("api key %q: %v", k.Name, err)
 		}
-		id := &Identity{Name: k.Name, WorkspaceID: k.WorkspaceID, OrganisationID: k.OrganisationID,
+		id := &identity.Caller{Name: k.Name, WorkspaceID: k.WorkspaceID, OrganisationID: k.OrganisationID,
 			KeyID: configKeyID(k.Name), Source: keys.SourceConfig, Type: k.Type, Scopes: k.Scopes}
 		switch id.Type {
 		case "":
@@ -302,12 +279,12 @@ func (a *App) Stop() error { a.stopResponseSweep(); a.stopHookPool(); return nil
 // time taken does not tell which key was close; a key the Caddyfile does
 // not hold is then looked up among the API's (keys.Store.Lookup: one HMAC
 // and one map read). AuthError says why a key was refused.
-func (a *App) Authenticate(presented string) (*Identity, bool) {
+func (a *App) Authenticate(presented string) (*identity.Caller, bool) {
 	if presented == "" {
 		return nil, false
 	}
 	d := sha256.Sum256([]byte(presented))
-	var found *Identity
+	var found *identity.Caller
 	for i := range a.keys {
 		if subtle.ConstantTimeCompare(d[:], a.keys[i].digest[:]) == 1 {
 			found = a.keys[i].id

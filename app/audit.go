@@ -5,6 +5,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
 )
 
@@ -14,7 +15,7 @@ import (
 // workspace and organisation, and the names of the fields that changed,
 // never their values. Every API that changes records writes its entries
 // here. A failure is logged and the change stands: the change was made.
-func (a *App) Audit(ctx context.Context, actor *Identity, action, resourceType, resourceID, ws, org string, fields []string) {
+func (a *App) Audit(ctx context.Context, actor *identity.Caller, action, resourceType, resourceID, ws, org string, fields []string) {
 	if a.keyStore == nil || actor == nil {
 		return
 	}

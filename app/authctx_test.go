@@ -1,13 +1,15 @@
 package app
 
 import (
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
+
 	"context"
 	"testing"
 )
 
 func TestAuthenticated(t *testing.T) {
 	a, other := &App{}, &App{}
-	id := &Identity{Name: "k"}
+	id := &identity.Caller{Name: "k"}
 	ctx := a.WithAuthenticated(context.Background(), "key-1", id)
 	for _, tc := range []struct {
 		name string

@@ -8,6 +8,7 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/batches"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/files"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
 )
 
@@ -139,7 +140,7 @@ func checkLease(d time.Duration) error {
 // Caddyfile key that created it while it is still configured, or the API
 // key (by id) while it is usable. false stops the batch: the key was
 // removed, revoked, disabled or has expired.
-func (a *App) Caller(c batches.Caller) (*Identity, bool) {
+func (a *App) Caller(c batches.Caller) (*identity.Caller, bool) {
 	for _, k := range a.keys {
 		if k.id.Name == c.Name && k.id.WorkspaceID == c.WorkspaceID && k.id.OrganisationID == c.OrganisationID {
 			return k.id, true
@@ -148,9 +149,8 @@ func (a *App) Caller(c batches.Caller) (*Identity, bool) {
 	if c.KeyID == "" || a.keyStore == nil {
 		return nil, false
 	}
-	ext, res := a.keyStore.Holder(c.KeyID)
-	id, ok := ext.(*Identity)
-	if res != keys.Valid || !ok || id.WorkspaceID != c.WorkspaceID {
+	id, res := a.keyStore.Holder(c.KeyID)
+	if res != keys.Valid || id.WorkspaceID != c.WorkspaceID {
 		return nil, false
 	}
 	return id, true

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/kvstore"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
@@ -71,7 +72,7 @@ func (a *App) provisionKeys(ctx caddy.Context) error {
 		}
 	}
 	repl := caddy.NewReplacer()
-	opts := keys.Options{Logger: a.logger.Named("keys"), Attach: identityOf}
+	opts := keys.Options{Logger: a.logger.Named("keys")}
 	backend := ""
 	if a.redis != nil {
 		opts.KV, opts.Redis, backend = kvstore.NewRedis(a.redis, 0), a.redis, "redis|"+a.redisKey+"|"+a.RedisKeyPrefix()
@@ -155,61 +156,14 @@ func (a *App) provisionKeys(ctx caddy.Context) error {
 // KeyStore returns the managed record store.
 func (a *App) KeyStore() *keys.Store { return a.keyStore }
 
-// identityOf is the identity of an API key record, built once per record
-// change and returned by every Authenticate of that key.
-func identityOf(r *keys.APIKey) any {
-	id := &Identity{
-		Name: r.Name, WorkspaceID: r.WorkspaceID, OrganisationID: r.OrganisationID,
-		KeyID: r.ID, Source: keys.SourceAPI, Type: r.Type, Scopes: r.Scopes,
-		AllowedModels: r.AllowedModels,
-	}
-	if !r.Defaults.IsZero() {
-		d := r.Defaults
-		id.Defaults = &d
-	}
-	return id
-}
-
 // configKeyID is the id a Caddyfile key is listed under.
 func configKeyID(name string) string {
 	return uuid.NewSHA1(idNamespace, []byte("api_key:"+name)).String()
 }
 
-// Can reports whether the identity holds scope for the management APIs.
-// A Caddyfile key without scopes is its workspace's administrator: it
-// holds every scope, in its own workspace only (Manages).
-func (id *Identity) Can(scope string) bool {
-	g := id.grant()
-	return g.Can(scope)
-}
-
-// Manages reports whether the identity may see and change records of
-// workspace ws in organisation org: an organisation key any workspace of
-// its organisation, any other key only its own workspace. It is the reach
-// of the control plane's one rule (keys.Authorize).
-func (id *Identity) Manages(org, ws string) bool {
-	a := keys.Actor{OrganisationID: id.OrganisationID, WorkspaceID: id.WorkspaceID, Grant: id.grant()}
-	return a.Sees(org, ws, false)
-}
-
-func (id *Identity) grant() keys.Grant {
-	return keys.Grant{Organisation: id.Type == keys.TypeOrganisation, Scopes: id.Scopes,
-		AllScopes: id.Scopes == nil && id.Source == keys.SourceConfig, AllowedModels: id.AllowedModels}
-}
-
-// Actor is the identity as the control plane's rule sees it; rec is its
-// API record (its usage limit), nil for a Caddyfile key.
-func (id *Identity) Actor(rec *keys.APIKey) *keys.Actor {
-	a := &keys.Actor{KeyID: id.KeyID, OrganisationID: id.OrganisationID, WorkspaceID: id.WorkspaceID, Grant: id.grant()}
-	if rec != nil {
-		a.UsageLimits = rec.UsageLimits
-	}
-	return a
-}
-
 // ConfigKeys returns the identities of the Caddyfile's gateway keys.
-func (a *App) ConfigKeys() []*Identity {
-	out := make([]*Identity, len(a.keys))
+func (a *App) ConfigKeys() []*identity.Caller {
+	out := make([]*identity.Caller, len(a.keys))
 	for i := range a.keys {
 		out[i] = a.keys[i].id
 	}
@@ -263,23 +217,19 @@ func (a *App) AuthError(presented string) *apierror.Error {
 }
 
 // authenticateStored returns the identity of an API-issued key.
-func (a *App) authenticateStored(presented string) (*Identity, bool) {
+func (a *App) authenticateStored(presented string) (*identity.Caller, bool) {
 	if a.keyStore == nil {
 		return nil, false
 	}
-	ext, _, res := a.keyStore.Lookup(presented)
-	if res != keys.Valid {
-		return nil, false
-	}
-	id, ok := ext.(*Identity)
-	return id, ok
+	c, _, res := a.keyStore.Lookup(presented)
+	return c, res == keys.Valid
 }
 
 // For returns the records resolver of a caller: the Caddyfile's virtual
 // keys and configs first (they win over API records of the same name),
 // then those of the caller's workspace created through the API. Another
 // workspace's records are never found.
-func (a *App) For(id *Identity) routing.Resolver {
+func (a *App) For(id *identity.Caller) routing.Resolver {
 	if a.keyStore == nil || id == nil {
 		return a
 	}

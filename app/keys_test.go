@@ -7,40 +7,10 @@ import (
 	"github.com/caddyserver/certmagic"
 	"go.uber.org/zap"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
-
-func TestIdentityReach(t *testing.T) {
-	org, ws, other := "org", "ws", "ws2"
-	tests := []struct {
-		name  string
-		id    Identity
-		scope string
-		can   bool
-		org   string
-		ws    string
-		reach bool
-	}{
-		{"Caddyfile key without scopes", Identity{Source: keys.SourceConfig, Type: keys.TypeWorkspace, OrganisationID: org, WorkspaceID: ws}, "api_keys.create", true, org, ws, true},
-		{"not another workspace", Identity{Source: keys.SourceConfig, Type: keys.TypeWorkspace, OrganisationID: org, WorkspaceID: ws}, "configs.read", true, org, other, false},
-		{"scoped Caddyfile key", Identity{Source: keys.SourceConfig, Scopes: []string{"configs.read"}, OrganisationID: org, WorkspaceID: ws}, "api_keys.create", false, org, ws, true},
-		{"API key without the scope", Identity{Source: keys.SourceAPI, Scopes: []string{"completions.write"}, OrganisationID: org, WorkspaceID: ws}, "api_keys.read", false, org, ws, true},
-		{"API key with no scopes at all", Identity{Source: keys.SourceAPI, OrganisationID: org, WorkspaceID: ws}, "api_keys.read", false, org, ws, true},
-		{"organisation key", Identity{Source: keys.SourceAPI, Type: keys.TypeOrganisation, Scopes: []string{"*"}, OrganisationID: org, WorkspaceID: ws}, "api_keys.delete", true, org, other, true},
-		{"organisation key, other organisation", Identity{Type: keys.TypeOrganisation, Scopes: []string{"*"}, OrganisationID: org, WorkspaceID: ws}, "api_keys.delete", true, "org2", other, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.id.Can(tt.scope); got != tt.can {
-				t.Errorf("Can(%s) = %v", tt.scope, got)
-			}
-			if got := tt.id.Manages(tt.org, tt.ws); got != tt.reach {
-				t.Errorf("Manages(%s, %s) = %v", tt.org, tt.ws, got)
-			}
-		})
-	}
-}
 
 // TestScopedResolverAndAuthErrors: the Caddyfile's virtual keys win and
 // are everyone's; an API virtual key is found only in its workspace; a
@@ -48,7 +18,7 @@ func TestIdentityReach(t *testing.T) {
 func TestScopedResolverAndAuthErrors(t *testing.T) {
 	h, _ := keys.NewHasher([]byte("0123456789abcdef0123456789abcdef"))
 	sealer, _ := keys.NewSealer(make([]byte, 32))
-	st, err := keys.New(keys.Options{KV: &certmagic.FileStorage{Path: t.TempDir()}, Hasher: h, Sealer: sealer, Attach: identityOf})
+	st, err := keys.New(keys.Options{KV: &certmagic.FileStorage{Path: t.TempDir()}, Hasher: h, Sealer: sealer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +33,7 @@ func TestScopedResolverAndAuthErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r1, r2 := a.For(&Identity{WorkspaceID: "ws1"}), a.For(&Identity{WorkspaceID: "ws2"})
+	r1, r2 := a.For(&identity.Caller{WorkspaceID: "ws1"}), a.For(&identity.Caller{WorkspaceID: "ws2"})
 	if v, ok := r1.VirtualKey("mine"); !ok || v.APIKey != "from-api" {
 		t.Fatal("the workspace does not find its virtual key")
 	}
@@ -95,7 +65,7 @@ func TestScopedResolverAndAuthErrors(t *testing.T) {
 func TestScopedResolverOrganisation(t *testing.T) {
 	h, _ := keys.NewHasher([]byte("0123456789abcdef0123456789abcdef"))
 	sealer, _ := keys.NewSealer(make([]byte, 32))
-	st, err := keys.New(keys.Options{KV: &certmagic.FileStorage{Path: t.TempDir()}, Hasher: h, Sealer: sealer, Attach: identityOf})
+	st, err := keys.New(keys.Options{KV: &certmagic.FileStorage{Path: t.TempDir()}, Hasher: h, Sealer: sealer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,14 +81,14 @@ func TestScopedResolverOrganisation(t *testing.T) {
 	if err := st.CreateConfig(ctx, &keys.Config{Slug: "theirs", OrganisationID: "org-b", WorkspaceID: "ws1"}, []byte(`{"virtual_key":"theirs"}`)); err != nil {
 		t.Fatal(err)
 	}
-	mine := a.For(&Identity{OrganisationID: "org-a", WorkspaceID: "ws1"})
+	mine := a.For(&identity.Caller{OrganisationID: "org-a", WorkspaceID: "ws1"})
 	if _, ok := mine.VirtualKey("theirs"); ok {
 		t.Fatal("another organisation's virtual key is found")
 	}
 	if _, ok := mine.SavedConfig("theirs"); ok {
 		t.Fatal("another organisation's config is found")
 	}
-	theirs := a.For(&Identity{OrganisationID: "org-b", WorkspaceID: "ws1"})
+	theirs := a.For(&identity.Caller{OrganisationID: "org-b", WorkspaceID: "ws1"})
 	if _, ok := theirs.VirtualKey("theirs"); !ok {
 		t.Fatal("the owner does not find its virtual key")
 	}

@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 )
 
 // maxKeyLen bounds a gateway key typed into the sign-in form.
@@ -23,7 +23,7 @@ type ctx struct {
 	s  session
 	// who is the key's identity now (a revoked key signs the session
 	// out on its next page).
-	who *app.Identity
+	who *identity.Caller
 }
 
 // can reports whether the signed-in key holds scope, to show a page's

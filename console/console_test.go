@@ -15,7 +15,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 )
 
 const (
@@ -133,14 +133,14 @@ func newConsole(t *testing.T) (*Handler, *fakeAPI, *map[string]bool) {
 	if err := h.setup(); err != nil {
 		t.Fatal(err)
 	}
-	h.auth = func(k string) (*app.Identity, bool) {
+	h.auth = func(k string) (*identity.Caller, bool) {
 		if !accepted[k] {
 			return nil, false
 		}
 		if k == roKey {
-			return &app.Identity{Name: "ro", Scopes: []string{"api_keys.list"}}, true
+			return &identity.Caller{Name: "ro", Scopes: []string{"api_keys.list"}}, true
 		}
-		return &app.Identity{Name: "admin", Scopes: []string{"*"}}, true
+		return &identity.Caller{Name: "admin", Scopes: []string{"*"}}, true
 	}
 	return h, f, &accepted
 }

@@ -40,6 +40,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 )
 
 //go:embed templates/*.html
@@ -96,7 +97,7 @@ type Handler struct {
 	sessions *sessions
 	client   *http.Client
 	// auth authenticates a gateway key (the llm app's Authenticate).
-	auth  func(key string) (*app.Identity, bool)
+	auth  func(key string) (*identity.Caller, bool)
 	pages map[string]*template.Template
 }
 

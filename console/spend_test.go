@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 )
 
 // TestBudgetsSpendByScope: a key that may read budgets (usage_limits.read,
@@ -32,8 +32,8 @@ func TestBudgetsSpendByScope(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, f, _ := newConsole(t)
-			h.auth = func(k string) (*app.Identity, bool) {
-				return &app.Identity{Name: "me", Scopes: tc.scopes}, k == tc.key
+			h.auth = func(k string) (*identity.Caller, bool) {
+				return &identity.Caller{Name: "me", Scopes: tc.scopes}, k == tc.key
 			}
 			sid, _ := signIn(t, h, tc.key)
 			w := serve(h, "GET", "/budgets?offset=50", nil, sid)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 )
 
@@ -55,7 +56,7 @@ type ctxKey struct{}
 
 // Caller is who called a control-plane API and with what.
 type Caller struct {
-	Identity *app.Identity
+	Identity *identity.Caller
 	App      *app.App
 	// Body is the request body, already read (and bounded) by the gateway.
 	Body []byte
@@ -136,7 +137,7 @@ func From(r *http.Request) *Caller {
 }
 
 // RequireScope serves h only to a caller whose gateway key holds scope
-// (app.Identity.Can: "*", "resource.*", and resource.read for
+// (identity.Caller.Can: "*", "resource.*", and resource.read for
 // resource.list count); any other caller gets MissingScope before h reads
 // or changes anything.
 func RequireScope(scope string, h http.HandlerFunc) http.HandlerFunc {

@@ -6,13 +6,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 )
 
 func serve(method, path, body string) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(method, path, strings.NewReader(body))
 	w := httptest.NewRecorder()
-	Serve(w, r, &Caller{Identity: &app.Identity{Name: "k"}, Body: []byte(body)})
+	Serve(w, r, &Caller{Identity: &identity.Caller{Name: "k"}, Body: []byte(body)})
 	return w
 }
 

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache/semantic"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache/shared"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
@@ -24,7 +24,7 @@ func cacheRequest(stream bool, leaves ...*routing.Target) *Request {
 	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
 	return &Request{
 		Header:   &ingress.Headers{},
-		Identity: &app.Identity{WorkspaceID: "w"},
+		Identity: &identity.Caller{WorkspaceID: "w"},
 		Call:     providers.Call{Op: providers.OpChat, Method: "POST", Path: "/chat/completions", Body: []byte(body), Model: "m", Stream: stream},
 		Plan:     &routing.Plan{Leaves: leaves},
 	}

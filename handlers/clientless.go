@@ -11,8 +11,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/batches"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
@@ -27,7 +27,7 @@ type Input struct {
 	// Identity, when set, is the caller, already authenticated (a
 	// managed batch's creator): the request runs as it without a
 	// gateway key, since batches store no secrets.
-	Identity *app.Identity
+	Identity *identity.Caller
 	// Admission, when set, names the rate-limit stage (app.Admission)
 	// the request passes before the pipeline, as a client's request
 	// passes llm_ratelimit: a refusal is the answer, and token policies
@@ -155,8 +155,8 @@ type identityKey struct{}
 // authenticate returns the caller of r: the identity Run was given, else
 // the holder of the presented gateway key, as llm_ratelimit in front of
 // the gateway already found it or as the app finds it now.
-func (g *Gateway) authenticate(r *http.Request, presented string) (*app.Identity, bool) {
-	if id, ok := r.Context().Value(identityKey{}).(*app.Identity); ok && id != nil {
+func (g *Gateway) authenticate(r *http.Request, presented string) (*identity.Caller, bool) {
+	if id, ok := r.Context().Value(identityKey{}).(*identity.Caller); ok && id != nil {
 		return id, true
 	}
 	if id, ok := g.app.Authenticated(r.Context(), presented); ok {

@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 )
 
 // TestClientlessRequest: Run and the semantic cache's embeddings build
@@ -62,7 +63,7 @@ func TestClientlessRequest(t *testing.T) {
 func TestAuthenticateTakesCarriedIdentity(t *testing.T) {
 	a := &app.App{}
 	g := &Gateway{app: a}
-	id := &app.Identity{Name: "carried"}
+	id := &identity.Caller{Name: "carried"}
 	r, _ := http.NewRequest(http.MethodGet, "/v1/models", nil)
 	r = r.WithContext(a.WithAuthenticated(r.Context(), "presented", id))
 	if got, ok := g.authenticate(r, "presented"); !ok || got != id {

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
@@ -71,7 +71,7 @@ func TestResponderHeld(t *testing.T) {
 func TestPlanAttemptsBodies(t *testing.T) {
 	plain, over := testTarget(), testTarget()
 	over.OverrideParams = map[string]json.RawMessage{"model": json.RawMessage(`"gpt-4o"`), "stream": json.RawMessage(`true`)}
-	q := &Request{Identity: &app.Identity{}, Call: providers.Call{Op: providers.OpChat, Body: []byte(`{"model":"m","messages":[]}`), Model: "m"},
+	q := &Request{Identity: &identity.Caller{}, Call: providers.Call{Op: providers.OpChat, Body: []byte(`{"model":"m","messages":[]}`), Model: "m"},
 		Plan: &routing.Plan{Leaves: []*routing.Target{plain, over}}}
 	g := &Gateway{}
 	if err := g.planAttempts(httptest.NewRequest("POST", "/v1/chat/completions", nil).Context(), q, nil, false); err != nil {

@@ -5,20 +5,19 @@ import (
 	"strings"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
 // identify authenticates the caller of r and applies its key's defaults
 // to hdr. The gateway key is x-gateway-api-key, else the client's own API
 // key (Authorization: Bearer or x-api-key, whatever the key's origin),
-// as ingress read it; the defaults are app.Identity.ApplyDefaults, which
+// as ingress read it; the defaults are ingress.Headers.ApplyDefaults, which
 // llm_ratelimit applies too. A refused key gets the 401 saying why
 // (expired, revoked, disabled, rotated out, unknown, missing).
-func (g *Gateway) identify(r *http.Request, hdr *ingress.Headers) (*app.Identity, error) {
-	if id, ok := r.Context().Value(identityKey{}).(*app.Identity); ok && id != nil {
+func (g *Gateway) identify(r *http.Request, hdr *ingress.Headers) (*identity.Caller, error) {
+	if id, ok := r.Context().Value(identityKey{}).(*identity.Caller); ok && id != nil {
 		// A run without a client (a managed batch line) is its creator
 		// and sends no gateway key: a token ingress took for one is the
 		// creator's provider key, unless the gateway knows it as a key
@@ -28,7 +27,7 @@ func (g *Gateway) identify(r *http.Request, hdr *ingress.Headers) (*app.Identity
 				hdr.AsProviderKey(r.Header)
 			}
 		}
-		id.ApplyDefaults(hdr)
+		hdr.ApplyDefaults(id.Defaults)
 		return id, nil
 	}
 	id, ok := g.authenticate(r, hdr.APIKey)
@@ -43,7 +42,7 @@ func (g *Gateway) identify(r *http.Request, hdr *ingress.Headers) (*app.Identity
 		}
 		return nil, e
 	}
-	id.ApplyDefaults(hdr)
+	hdr.ApplyDefaults(id.Defaults)
 	return id, nil
 }
 
@@ -55,7 +54,7 @@ var keySource = map[string]string{
 
 // checkModel refuses a model the caller's key may not use: the body's
 // model, or the one GET /v1/models/{id} names.
-func checkModel(id *app.Identity, c *providers.Call) error {
+func checkModel(id *identity.Caller, c *providers.Call) error {
 	if len(id.AllowedModels) == 0 {
 		return nil
 	}
@@ -66,7 +65,7 @@ func checkModel(id *app.Identity, c *providers.Call) error {
 			model = ""
 		}
 	}
-	if model == "" || keys.ModelAllowed(id.AllowedModels, model) {
+	if model == "" || id.AllowsModel(model) {
 		return nil
 	}
 	return modelNotAllowed(model)
@@ -85,7 +84,7 @@ func refuseModels(q *Request) {
 	list := q.Call.Op == providers.OpModels && q.Call.Path == "/models"
 	for i := range q.attempts {
 		p := &q.attempts[i]
-		if p.err == nil && p.model != "" && !keys.ModelAllowed(allowed, p.model) {
+		if p.err == nil && p.model != "" && !identity.ModelAllowed(allowed, p.model) {
 			p.err = modelNotAllowed(p.model)
 		}
 		if list {

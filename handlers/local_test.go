@@ -9,6 +9,7 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/files"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
@@ -45,7 +46,7 @@ func TestLocalDispatch(t *testing.T) {
 			r := httptest.NewRequest(tt.method, tt.path, nil)
 			path := strings.TrimPrefix(tt.path, "/v1")
 			hdr := tt.header
-			q := &Request{Header: &hdr, RouteHeader: &hdr, Identity: &app.Identity{Name: "k", WorkspaceID: "w"}, URLPath: tt.path}
+			q := &Request{Header: &hdr, RouteHeader: &hdr, Identity: &identity.Caller{Name: "k", WorkspaceID: "w"}, URLPath: tt.path}
 			q.Call = providers.Call{Op: providers.OperationFor(tt.method, path), Method: tt.method, Path: path}
 			if tt.op != "" {
 				q.Call.Op = tt.op

@@ -9,8 +9,8 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/bodybuf"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/byteview"
@@ -31,7 +31,7 @@ type Request struct {
 	// key or config.
 	RouteHeader *ingress.Headers
 	// Identity is the authenticated gateway key.
-	Identity *app.Identity
+	Identity *identity.Caller
 	// Call is the call to make: the client's, or for a prompt completion
 	// the chat completion its prompt renders to.
 	Call providers.Call

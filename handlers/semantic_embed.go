@@ -11,6 +11,7 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache/semantic"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
@@ -23,7 +24,7 @@ import (
 const maxEmbeddingAnswer = 1 << 20
 
 // embedIdentity is who the semantic cache's embedding calls run as.
-var embedIdentity = &app.Identity{Name: "semantic_cache"}
+var embedIdentity = &identity.Caller{Name: "semantic_cache"}
 
 // gatewayEmbedder is the semantic cache's Embedder: it sends an OpenAI
 // embeddings request through the gateway's own attempt machinery to the

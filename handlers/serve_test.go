@@ -3,7 +3,7 @@ package handlers
 import (
 	"testing"
 
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
@@ -14,7 +14,7 @@ import (
 func TestFlightFinish(t *testing.T) {
 	parsed := func() *Request {
 		hdr := &ingress.Headers{TraceID: "tr", VirtualKey: "vk"}
-		return &Request{Header: hdr, RouteHeader: hdr, Identity: &app.Identity{Name: "key", WorkspaceID: "ws", OrganisationID: "org"},
+		return &Request{Header: hdr, RouteHeader: hdr, Identity: &identity.Caller{Name: "key", WorkspaceID: "ws", OrganisationID: "org"},
 			Call: providers.Call{Op: providers.OpChat, Path: "/chat/completions", Model: "asked", Stream: true}}
 	}
 	tests := []struct {

@@ -7,6 +7,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 )
 
 // The control plane's one authorisation rule. Every call of the keys API
@@ -130,7 +132,7 @@ func Scope(kind string, a Action) string {
 }
 
 // Can reports whether the actor holds scope.
-func (g *Grant) Can(scope string) bool { return g.AllScopes || HasScope(g.Scopes, scope) }
+func (g *Grant) Can(scope string) bool { return g.AllScopes || identity.HasScope(g.Scopes, scope) }
 
 // Sees reports whether the actor reaches a record of workspace ws in
 // organisation org (orgKey: the record is an organisation key): rules 2
@@ -237,12 +239,12 @@ func noun(kind string) string {
 // c's reach within g's, c's models among g's, c's usage limit at most
 // g's.
 func covers(g, c *Grant) *Denial {
-	if !g.AllScopes && !HasScope(g.Scopes, "*") {
+	if !g.AllScopes && !identity.HasScope(g.Scopes, "*") {
 		if c.AllScopes {
 			return beyond("scopes", "missing_scope", "every scope")
 		}
 		for _, s := range c.Scopes {
-			if !HasScope(g.Scopes, s) {
+			if !identity.HasScope(g.Scopes, s) {
 				return beyond("scopes", "missing_scope", "the scope "+s+", which it does not hold")
 			}
 		}

@@ -16,7 +16,7 @@ func BenchmarkLookup(b *testing.B) {
 			for i := 0; i < n; i++ {
 				k := fmt.Sprintf("%s%043d", KeyPrefix, i)
 				r := &APIKey{ID: fmt.Sprintf("%08d", i), Name: "k", Status: StatusActive, Digest: s.Hasher().Sum(k).String()}
-				_ = s.idx.putAPIKey(r, r.Name, false)
+				_ = s.idx.putAPIKey(r, false)
 				if i == n/2 {
 					probe = k
 				}
@@ -43,7 +43,7 @@ func BenchmarkSearchAPIKeys(b *testing.B) {
 	for i := 0; i < n; i++ {
 		r := &APIKey{ID: NewID(), Name: fmt.Sprintf("service-%07d", i), WorkspaceID: fmt.Sprintf("ws-%02d", i%100),
 			Status: StatusActive, Digest: s.Hasher().Sum(fmt.Sprintf("%s%043d", KeyPrefix, i)).String()}
-		_ = s.idx.putAPIKey(r, nil, false)
+		_ = s.idx.putAPIKey(r, false)
 	}
 	s.idx.sortOrder()
 	probe := s.idx.order[n/2].id[:20]

@@ -48,7 +48,7 @@ func newStoreWith(t *testing.T, kv kvstore.KV, edit func(*Options)) *Store {
 	t.Helper()
 	h, _ := NewHasher(testSecret)
 	sealer, _ := NewSealer([]byte("kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"))
-	opts := Options{KV: kv, Hasher: h, Sealer: sealer, Attach: func(r *APIKey) any { return r.Name }}
+	opts := Options{KV: kv, Hasher: h, Sealer: sealer}
 	edit(&opts)
 	s, err := New(opts)
 	if err != nil {

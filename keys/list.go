@@ -159,7 +159,7 @@ func (s *Store) ImportAPIKeys(ctx context.Context, recs []*APIKey, workers int) 
 	var errs []error
 	s.mu.Lock()
 	for _, r := range recs {
-		errs = append(errs, s.idx.putAPIKey(r, s.opts.Attach(r), false))
+		errs = append(errs, s.idx.putAPIKey(r, false))
 	}
 	s.idx.sortOrder()
 	s.mu.Unlock()

@@ -2,6 +2,8 @@ package keys
 
 import (
 	"encoding/json"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 )
 
 // FilterModelList keeps, in an OpenAI model list answer
@@ -25,7 +27,7 @@ func FilterModelList(body []byte, patterns []string) []byte {
 		var model struct {
 			ID string `json:"id"`
 		}
-		if json.Unmarshal(m, &model) == nil && ModelAllowed(patterns, model.ID) {
+		if json.Unmarshal(m, &model) == nil && identity.ModelAllowed(patterns, model.ID) {
 			kept = append(kept, m)
 		}
 	}

@@ -7,14 +7,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
 // Key types and sub-types, the path segments of
 // POST /v1/api-keys/{type}/{sub_type}.
 const (
-	TypeOrganisation = "organisation"
-	TypeWorkspace    = "workspace"
+	TypeOrganisation = identity.TypeOrganisation
+	TypeWorkspace    = identity.TypeWorkspace
 	SubTypeUser      = "user"
 	SubTypeService   = "service"
 )
@@ -30,44 +31,31 @@ const (
 
 // Sources of a record: the API's store or the Caddyfile.
 const (
-	SourceAPI    = "api"
-	SourceConfig = "config"
+	SourceAPI    = identity.SourceAPI
+	SourceConfig = identity.SourceConfig
 )
-
-// Defaults route a request that names no config, virtual key or provider
-// of its own, and add metadata under the request's.
-type Defaults struct {
-	ConfigID   string            `json:"config_id,omitempty"`
-	VirtualKey string            `json:"virtual_key,omitempty"`
-	Metadata   map[string]string `json:"metadata,omitempty"`
-}
-
-// IsZero reports whether d sets nothing.
-func (d *Defaults) IsZero() bool {
-	return d == nil || d.ConfigID == "" && d.VirtualKey == "" && len(d.Metadata) == 0
-}
 
 // APIKey is a gateway key issued through the API. The key itself is never
 // kept: Digest is its HMAC under the server secret, Prefix its first
 // characters for display.
 type APIKey struct {
-	ID             string          `json:"id"`
-	Name           string          `json:"name"`
-	Description    string          `json:"description,omitempty"`
-	Type           string          `json:"type"`
-	SubType        string          `json:"sub_type"`
-	OrganisationID string          `json:"organisation_id"`
-	WorkspaceID    string          `json:"workspace_id"`
-	UserID         string          `json:"user_id,omitempty"`
-	Scopes         []string        `json:"scopes"`
-	RateLimits     json.RawMessage `json:"rate_limits,omitempty"`
-	UsageLimits    json.RawMessage `json:"usage_limits,omitempty"`
-	Defaults       Defaults        `json:"defaults"`
-	AllowedModels  []string        `json:"allowed_models,omitempty"`
-	ExpiresAt      *time.Time      `json:"expires_at,omitempty"`
-	Status         string          `json:"status"`
-	Prefix         string          `json:"prefix"`
-	Digest         string          `json:"digest"`
+	ID             string            `json:"id"`
+	Name           string            `json:"name"`
+	Description    string            `json:"description,omitempty"`
+	Type           string            `json:"type"`
+	SubType        string            `json:"sub_type"`
+	OrganisationID string            `json:"organisation_id"`
+	WorkspaceID    string            `json:"workspace_id"`
+	UserID         string            `json:"user_id,omitempty"`
+	Scopes         []string          `json:"scopes"`
+	RateLimits     json.RawMessage   `json:"rate_limits,omitempty"`
+	UsageLimits    json.RawMessage   `json:"usage_limits,omitempty"`
+	Defaults       identity.Defaults `json:"defaults"`
+	AllowedModels  []string          `json:"allowed_models,omitempty"`
+	ExpiresAt      *time.Time        `json:"expires_at,omitempty"`
+	Status         string            `json:"status"`
+	Prefix         string            `json:"prefix"`
+	Digest         string            `json:"digest"`
 	// PrevDigest keeps working until PrevUntil after a rotation.
 	PrevDigest string     `json:"prev_digest,omitempty"`
 	PrevUntil  *time.Time `json:"prev_until,omitempty"`
@@ -165,20 +153,6 @@ func IsExpired(expiresAt *time.Time, t time.Time) bool {
 	return expiresAt != nil && !t.Before(*expiresAt)
 }
 
-// ModelAllowed reports whether model matches one of the glob patterns
-// (path.Match syntax: * ? [..]); an empty list allows every model.
-func ModelAllowed(patterns []string, model string) bool {
-	if len(patterns) == 0 {
-		return true
-	}
-	for _, p := range patterns {
-		if ok, _ := path.Match(p, model); ok {
-			return true
-		}
-	}
-	return false
-}
-
 // ValidPattern reports whether p is a well-formed glob.
 func ValidPattern(p string) bool {
 	_, err := path.Match(p, "")
@@ -207,16 +181,4 @@ func ValidScope(s string) bool {
 	}
 	res, act, ok := strings.Cut(s, ".")
 	return ok && res != "" && act != "" && len(s) <= 64 && !strings.ContainsAny(s, " \t\r\n/")
-}
-
-// HasScope reports whether held grants want: "*" grants every scope,
-// "X.*" every scope of resource X, "X.read" also "X.list".
-func HasScope(held []string, want string) bool {
-	res, act, _ := strings.Cut(want, ".")
-	for _, h := range held {
-		if h == "*" || h == want || h == res+".*" || act == "list" && h == res+".read" {
-			return true
-		}
-	}
-	return false
 }

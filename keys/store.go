@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/kvstore"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/logthrottle"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
@@ -38,9 +39,6 @@ type Options struct {
 	Secret func(context.Context) ([]byte, error)
 	// Sealer encrypts provider credentials; nil refuses API virtual keys.
 	Sealer *Sealer
-	// Attach builds the value Lookup returns for a key record (the app's
-	// identity), once per record change rather than once per request.
-	Attach func(*APIKey) any
 	// Poll is how often the change counter is read, the bound on how long
 	// a missed announcement goes unseen (default 1s).
 	Poll time.Duration
@@ -95,9 +93,9 @@ type index struct {
 type wsName struct{ ws, name string }
 
 type entry struct {
-	rec  *APIKey
-	ext  any
-	prev bool
+	rec    *APIKey
+	caller *identity.Caller // CallerOf(rec), built once per record change
+	prev   bool
 }
 
 type vkEntry struct {
@@ -135,9 +133,6 @@ func New(opts Options) (*Store, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
-	}
-	if opts.Attach == nil {
-		opts.Attach = func(*APIKey) any { return nil }
 	}
 	s := &Store{opts: opts, prefix: strings.TrimSuffix(opts.Prefix, "/"), idx: newIndex()}
 	if opts.Hasher != nil {
@@ -201,8 +196,9 @@ const (
 )
 
 // Lookup finds the record of a presented key: O(1) whatever the number of
-// keys, one HMAC and one map read. ext is the Attach value of the record.
-func (s *Store) Lookup(key string) (ext any, rec *APIKey, res Result) {
+// keys, one HMAC and one map read. c is the record's caller (CallerOf),
+// nil unless res is Valid.
+func (s *Store) Lookup(key string) (c *identity.Caller, rec *APIKey, res Result) {
 	h := s.hasher.Load()
 	if h == nil || !IsKey(key) {
 		return nil, nil, Unknown
@@ -227,14 +223,14 @@ func (s *Store) Lookup(key string) (ext any, rec *APIKey, res Result) {
 	case IsExpired(e.rec.ExpiresAt, now):
 		return nil, e.rec, Expired
 	}
-	return e.ext, e.rec, Valid
+	return e.caller, e.rec, Valid
 }
 
-// Holder returns the identity of API key id and whether it may still be
+// Holder returns the caller of API key id and whether it may still be
 // used: work that runs later as a key (a managed batch's lines) checks
 // it again, by id, as a request checks the key it presents. A rotated
 // key's id stays the same, so its batches outlive the rotation.
-func (s *Store) Holder(id string) (ext any, res Result) {
+func (s *Store) Holder(id string) (c *identity.Caller, res Result) {
 	s.mu.RLock()
 	r := s.idx.apiKeys[id]
 	var e *entry
@@ -258,7 +254,7 @@ func (s *Store) Holder(id string) (ext any, res Result) {
 	case IsExpired(e.rec.ExpiresAt, now):
 		return nil, Expired
 	}
-	return e.ext, Valid
+	return e.caller, Valid
 }
 
 // APIKey returns the key record with id.
@@ -407,7 +403,7 @@ func (s *Store) put(idx *index, kind string, data []byte, sorted bool) error {
 		if old := idx.apiKeys[r.ID]; old != nil && old.Version > r.Version {
 			return nil
 		}
-		return idx.putAPIKey(r, s.opts.Attach(r), sorted)
+		return idx.putAPIKey(r, sorted)
 	case kindVirtualKeys:
 		r := new(VirtualKey)
 		if err := json.Unmarshal(data, r); err != nil {
@@ -456,7 +452,8 @@ func (s *Store) open(r *VirtualKey) *providers.Settings {
 
 // putAPIKey indexes r; sorted says whether order is kept up to date (a
 // single change) or built once by sortOrder after a bulk change.
-func (idx *index) putAPIKey(r *APIKey, ext any, sorted bool) error {
+func (idx *index) putAPIKey(r *APIKey, sorted bool) error {
+	c := CallerOf(r)
 	d, err := ParseDigest(r.Digest)
 	if err != nil {
 		return err
@@ -464,9 +461,9 @@ func (idx *index) putAPIKey(r *APIKey, ext any, sorted bool) error {
 	old := idx.apiKeys[r.ID]
 	idx.dropDigests(old)
 	idx.apiKeys[r.ID] = r
-	idx.byDigest[d] = &entry{rec: r, ext: ext}
+	idx.byDigest[d] = &entry{rec: r, caller: c}
 	if pd, err := ParseDigest(r.PrevDigest); err == nil {
-		idx.byDigest[pd] = &entry{rec: r, ext: ext, prev: true}
+		idx.byDigest[pd] = &entry{rec: r, caller: c, prev: true}
 	}
 	if !sorted {
 		return nil // sortOrder follows

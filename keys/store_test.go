@@ -33,7 +33,7 @@ func newTestStore(t testing.TB, kv kvstore.KV, c *clock) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := Options{KV: kv, Hasher: h, Sealer: sealer, Attach: func(r *APIKey) any { return r.Name }}
+	opts := Options{KV: kv, Hasher: h, Sealer: sealer}
 	if c != nil {
 		opts.Now = c.now
 	}
@@ -246,7 +246,7 @@ func TestPropagationRedis(t *testing.T) {
 func testPropagation(t *testing.T, kv1 kvstore.KV, r1 interface{}, kv2 kvstore.KV, r2 interface{}) {
 	mk := func(kv kvstore.KV, r interface{}) *Store {
 		h, _ := NewHasher(testSecret)
-		opts := Options{KV: kv, Hasher: h, Attach: func(r *APIKey) any { return r.Name }, Poll: 200 * time.Millisecond}
+		opts := Options{KV: kv, Hasher: h, Poll: 200 * time.Millisecond}
 		setRedis(&opts, r)
 		s, err := New(opts)
 		if err != nil {

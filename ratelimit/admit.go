@@ -13,6 +13,7 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
@@ -85,7 +86,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 // authCarrier passes an identity on to the handlers after this one
 // (*app.App implements it).
 type authCarrier interface {
-	WithAuthenticated(ctx context.Context, key string, id *app.Identity) context.Context
+	WithAuthenticated(ctx context.Context, key string, id *identity.Caller) context.Context
 }
 
 // requester is who made a request: authenticated at most once, when a
@@ -95,13 +96,13 @@ type requester struct {
 	h    *Handler
 	r    *http.Request
 	key  string
-	id   *app.Identity
+	id   *identity.Caller
 	done bool
 }
 
 // identity returns the caller's identity; false when its key is not
 // valid (the gateway answers 401).
-func (c *requester) identity() (*app.Identity, bool) {
+func (c *requester) identity() (*identity.Caller, bool) {
 	if !c.done {
 		c.done = true
 		c.key = ingress.GatewayKey(c.r.Header)
@@ -116,7 +117,7 @@ const batchesPath = "/v1/batches"
 // Admit implements app.Admission: a managed batch line passes the same
 // policies, counters and settlement as a client request on the route the
 // batch was created on, as the batch's creator id.
-func (h *Handler) Admit(w http.ResponseWriter, r *http.Request, id *app.Identity) bool {
+func (h *Handler) Admit(w http.ResponseWriter, r *http.Request, id *identity.Caller) bool {
 	_, ok := h.decide(w, r, &requester{id: id, done: true})
 	return ok
 }
@@ -161,9 +162,9 @@ type request struct {
 	r *http.Request
 	h *Handler
 	// id is the caller, whose key's defaults route a request that names
-	// no route of its own (app.Identity.ApplyDefaults), as llm_gateway
+	// no route of its own (ingress.Headers.ApplyDefaults), as llm_gateway
 	// routes it.
-	id    *app.Identity
+	id    *identity.Caller
 	attrs policies.Attributes
 	// hdr are the gateway headers, parsed by ingress.Parse on first need;
 	// nil when they are malformed (the gateway answers 400).
@@ -319,7 +320,9 @@ func (q *request) headers() *ingress.Headers {
 	if !q.hdrDone {
 		q.hdrDone = true
 		if hdr, err := ingress.Parse(q.r.Header); err == nil {
-			q.id.ApplyDefaults(hdr)
+			if q.id != nil {
+				hdr.ApplyDefaults(q.id.Defaults)
+			}
 			q.hdr = hdr
 		}
 	}

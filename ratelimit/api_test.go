@@ -4,8 +4,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 )
 
@@ -87,7 +87,7 @@ func TestOwned(t *testing.T) {
 	tests := []struct {
 		name    string
 		ws, org string
-		caller  *app.Identity
+		caller  *identity.Caller
 		want    bool
 	}{
 		{"own", testWS, testOrg, testAlice, true},

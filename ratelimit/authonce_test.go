@@ -8,7 +8,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 )
 
@@ -21,12 +21,12 @@ type carryingControl struct {
 
 type carriedKey struct{}
 
-func (c *carryingControl) Authenticate(key string) (*app.Identity, bool) {
+func (c *carryingControl) Authenticate(key string) (*identity.Caller, bool) {
 	c.auths++
 	return c.fakeControl.Authenticate(key)
 }
 
-func (c *carryingControl) WithAuthenticated(ctx context.Context, key string, id *app.Identity) context.Context {
+func (c *carryingControl) WithAuthenticated(ctx context.Context, key string, id *identity.Caller) context.Context {
 	return context.WithValue(ctx, carriedKey{}, id)
 }
 
@@ -38,7 +38,7 @@ func TestAuthenticatedOnceAndPassedOn(t *testing.T) {
 		name      string
 		policy    bool
 		wantAuths int
-		wantID    *app.Identity
+		wantID    *identity.Caller
 	}{
 		{"no policy", false, 0, nil},
 		{"a policy applies", true, 1, testAlice},
@@ -48,9 +48,9 @@ func TestAuthenticatedOnceAndPassedOn(t *testing.T) {
 			addPolicy(t, ctl.fakeControl, policies.TypeRequests, policies.UnitRPM, 100, cond("api_key", "*"), "api_key")
 		}
 		h := newHandler(t, ctl)
-		var seen *app.Identity
+		var seen *identity.Caller
 		next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
-			seen, _ = r.Context().Value(carriedKey{}).(*app.Identity)
+			seen, _ = r.Context().Value(carriedKey{}).(*identity.Caller)
 			return nil
 		})
 		if err := h.ServeHTTP(httptest.NewRecorder(), newRequest("key-alice", []byte(chatBody)), next); err != nil {

@@ -6,7 +6,7 @@ import (
 	"crypto/subtle"
 	"testing"
 
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
@@ -18,15 +18,15 @@ import (
 type benchControl struct {
 	*fakeControl
 	digests [][sha256.Size]byte
-	ids     []*app.Identity
+	ids     []*identity.Caller
 }
 
-func (b benchControl) Authenticate(key string) (*app.Identity, bool) {
+func (b benchControl) Authenticate(key string) (*identity.Caller, bool) {
 	if key == "" {
 		return nil, false
 	}
 	d := sha256.Sum256([]byte(key))
-	var found *app.Identity
+	var found *identity.Caller
 	for i := range b.digests {
 		if subtle.ConstantTimeCompare(d[:], b.digests[i][:]) == 1 {
 			found = b.ids[i]
@@ -39,7 +39,7 @@ func newBenchControl(_ *testing.B) benchControl {
 	return benchControl{
 		fakeControl: newControl(),
 		digests:     [][sha256.Size]byte{sha256.Sum256([]byte("key-alice")), sha256.Sum256([]byte("key-bob"))},
-		ids:         []*app.Identity{testAlice, testBob},
+		ids:         []*identity.Caller{testAlice, testBob},
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/budgets"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
@@ -176,7 +177,7 @@ func (s *BudgetStage) Provision(ctx caddy.Context) error {
 
 // AdmitBudget implements app.BudgetStage. body is the request body the
 // gateway read, which the estimate reads in place of r's.
-func (s *BudgetStage) AdmitBudget(hdr http.Header, r *http.Request, id *app.Identity, body []byte) error {
+func (s *BudgetStage) AdmitBudget(hdr http.Header, r *http.Request, id *identity.Caller, body []byte) error {
 	refusal, ok := s.h.budget(hdr, r, &requester{id: id, done: true}, nil, body)
 	switch {
 	case refusal != nil:

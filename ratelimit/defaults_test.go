@@ -7,9 +7,8 @@ import (
 	"testing"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/budgets"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
@@ -25,19 +24,19 @@ import (
 func TestKeyDefaultsRouteReserves(t *testing.T) {
 	routes := []struct {
 		name    string
-		id      *app.Identity
+		id      *identity.Caller
 		headers []string
 	}{
 		{"provider header", testAlice, []string{"X-Gateway-Provider", "openai"}},
 		{"virtual key header", testAlice, []string{"X-Gateway-Virtual-Key", "vk-openai"}},
-		{"key default virtual key", withDefaults(testAlice, keys.Defaults{VirtualKey: "vk-openai"}), nil},
-		{"key default config", withDefaults(testAlice, keys.Defaults{ConfigID: "cfg-1"}), nil},
+		{"key default virtual key", withDefaults(testAlice, identity.Defaults{VirtualKey: "vk-openai"}), nil},
+		{"key default config", withDefaults(testAlice, identity.Defaults{ConfigID: "cfg-1"}), nil},
 	}
 	stages := []struct {
 		name  string
-		admit func(t *testing.T, h *Handler, s *BudgetStage, r *http.Request, id *app.Identity) int
+		admit func(t *testing.T, h *Handler, s *BudgetStage, r *http.Request, id *identity.Caller) int
 	}{
-		{"budget through llm_ratelimit", func(t *testing.T, h *Handler, _ *BudgetStage, r *http.Request, _ *app.Identity) int {
+		{"budget through llm_ratelimit", func(t *testing.T, h *Handler, _ *BudgetStage, r *http.Request, _ *identity.Caller) int {
 			w := httptest.NewRecorder()
 			next := &nextHandler{}
 			if err := h.ServeHTTP(w, r, next); err != nil {
@@ -48,13 +47,13 @@ func TestKeyDefaultsRouteReserves(t *testing.T) {
 			}
 			return w.Code
 		}},
-		{"budget stage of llm_gateway", func(t *testing.T, _ *Handler, s *BudgetStage, r *http.Request, id *app.Identity) int {
+		{"budget stage of llm_gateway", func(t *testing.T, _ *Handler, s *BudgetStage, r *http.Request, id *identity.Caller) int {
 			if err := s.AdmitBudget(http.Header{}, r, id, []byte(chatBody)); err != nil {
 				return apierror.As(err).Status
 			}
 			return http.StatusOK
 		}},
-		{"cost policy", func(t *testing.T, h *Handler, _ *BudgetStage, r *http.Request, _ *app.Identity) int {
+		{"cost policy", func(t *testing.T, h *Handler, _ *BudgetStage, r *http.Request, _ *identity.Caller) int {
 			w := httptest.NewRecorder()
 			next := &nextHandler{}
 			if err := h.ServeHTTP(w, r, next); err != nil {
@@ -100,7 +99,7 @@ func TestKeyDefaultsRouteReserves(t *testing.T) {
 }
 
 // withDefaults returns a copy of id whose key has defaults d.
-func withDefaults(id *app.Identity, d keys.Defaults) *app.Identity {
+func withDefaults(id *identity.Caller, d identity.Defaults) *identity.Caller {
 	c := *id
 	c.Defaults = &d
 	return &c
@@ -110,7 +109,7 @@ func withDefaults(id *app.Identity, d keys.Defaults) *app.Identity {
 // request's own, so a policy grouped by it sees the default.
 func TestApplyDefaultsMetadata(t *testing.T) {
 	ctl := newControl()
-	ctl.keys["key-alice"] = withDefaults(testAlice, keys.Defaults{Metadata: map[string]string{"team": "red"}})
+	ctl.keys["key-alice"] = withDefaults(testAlice, identity.Defaults{Metadata: map[string]string{"team": "red"}})
 	p := addPolicy(t, ctl, policies.TypeRequests, policies.UnitRPM, 1, cond("metadata.team", "red"), "metadata.team")
 	h := newHandler(t, ctl)
 	for i, want := range []bool{true, false} {

@@ -14,7 +14,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/redistest"
 	// The providers the gateway knows, which routing resolution checks.
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
@@ -30,16 +30,16 @@ var (
 	testOrg   = "22222222-2222-4222-8222-222222222222"
 	otherOrg  = "33333333-3333-4333-8333-333333333333"
 	otherWS   = "44444444-4444-4444-8444-444444444444"
-	testAlice = &app.Identity{Name: "alice", WorkspaceID: testWS, OrganisationID: testOrg}
-	testBob   = &app.Identity{Name: "bob", WorkspaceID: testWS, OrganisationID: testOrg}
-	testCarol = &app.Identity{Name: "carol", WorkspaceID: otherWS, OrganisationID: otherOrg}
+	testAlice = &identity.Caller{Name: "alice", WorkspaceID: testWS, OrganisationID: testOrg}
+	testBob   = &identity.Caller{Name: "bob", WorkspaceID: testWS, OrganisationID: testOrg}
+	testCarol = &identity.Caller{Name: "carol", WorkspaceID: otherWS, OrganisationID: otherOrg}
 	siblingWS = "55555555-5555-4555-8555-555555555555"
-	testDan   = &app.Identity{Name: "dan", WorkspaceID: siblingWS, OrganisationID: testOrg}
+	testDan   = &identity.Caller{Name: "dan", WorkspaceID: siblingWS, OrganisationID: testOrg}
 )
 
 // fakeControl stands in for the llm app.
 type fakeControl struct {
-	keys       map[string]*app.Identity
+	keys       map[string]*identity.Caller
 	store      policies.CachedStore
 	limiter    policies.Limiter
 	failClosed bool
@@ -47,7 +47,7 @@ type fakeControl struct {
 	configs    map[string][]byte
 }
 
-func (f *fakeControl) Authenticate(key string) (*app.Identity, bool) {
+func (f *fakeControl) Authenticate(key string) (*identity.Caller, bool) {
 	id, ok := f.keys[key]
 	return id, ok
 }
@@ -65,7 +65,7 @@ func (f *fakeControl) VirtualKey(name string) (*providers.Settings, bool) {
 
 func newControl() *fakeControl {
 	return &fakeControl{
-		keys:    map[string]*app.Identity{"key-alice": testAlice, "key-bob": testBob, "key-carol": testCarol, "key-dan": testDan},
+		keys:    map[string]*identity.Caller{"key-alice": testAlice, "key-bob": testBob, "key-carol": testCarol, "key-dan": testDan},
 		store:   policies.NewMemoryStore(policies.StoreConfig{}),
 		limiter: policies.NewMemoryLimiter(),
 		vks:     map[string]*providers.Settings{"vk-anthropic": {Provider: "anthropic"}},

@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
@@ -114,7 +115,7 @@ type StaticPolicy struct {
 // control is what the handler needs from the llm app. *app.App implements
 // it; tests and benchmarks substitute their own.
 type control interface {
-	Authenticate(key string) (*app.Identity, bool)
+	Authenticate(key string) (*identity.Caller, bool)
 	Policies() policies.CachedStore
 	Limiter() policies.Limiter
 	// FailClosed reports whether requests are rejected (503) while the

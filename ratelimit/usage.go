@@ -11,7 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 )
 
@@ -166,7 +166,7 @@ func IdentityGrouped(groupBy []policies.GroupBy) bool {
 // and organisation_id, and absent (the empty value, as GroupKey counts
 // it) for the others. workspace_id and organisation_id may only repeat
 // the caller's: a policy of this workspace never counts another's.
-func groupOf(p *policies.Policy, q url.Values, id *app.Identity) (*policies.Attributes, map[string]string, error) {
+func groupOf(p *policies.Policy, q url.Values, id *identity.Caller) (*policies.Attributes, map[string]string, error) {
 	grouped := make(map[string]bool, len(p.GroupBy))
 	for _, g := range p.GroupBy {
 		grouped[g.Key] = true
@@ -196,7 +196,7 @@ func groupOf(p *policies.Policy, q url.Values, id *app.Identity) (*policies.Attr
 }
 
 // set puts one attribute's value into a.
-func set(a *policies.Attributes, key, v string, id *app.Identity) error {
+func set(a *policies.Attributes, key, v string, id *identity.Caller) error {
 	switch key {
 	case policies.KeyWorkspaceID:
 		if v != id.WorkspaceID {

@@ -18,6 +18,7 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/budgets"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 )
@@ -50,7 +51,7 @@ func init() {
 
 type call struct {
 	r     *http.Request
-	id    *app.Identity
+	id    *identity.Caller
 	app   *app.App
 	store *budgets.Store
 	body  []byte
@@ -136,7 +137,7 @@ func (c *call) scope(u *budgets.UsageLimit) error {
 
 // visible reports whether the caller may see u.
 func (c *call) visible(u *budgets.UsageLimit) bool {
-	return c.id.Manages(u.OrganisationID, u.WorkspaceID)
+	return keys.Manages(c.id, u.OrganisationID, u.WorkspaceID)
 }
 
 func create(c *call) (any, error) {

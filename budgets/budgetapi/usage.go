@@ -149,7 +149,7 @@ func usage(c *call) (any, error) {
 // revoked ones, which spend no more: the Caddyfile's, then the API's.
 func (c *call) members() []budgets.Member {
 	cp := controlplane.From(c.r)
-	actor := c.id.Actor(nil)
+	actor := keys.ActorOf(c.id)
 	var out []budgets.Member
 	for _, k := range cp.App.ConfigKeys() {
 		if actor.Sees(k.OrganisationID, k.WorkspaceID, k.Type == keys.TypeOrganisation) && len(out) < maxUsageMembers {

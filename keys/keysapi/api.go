@@ -32,6 +32,7 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
 )
 
@@ -72,7 +73,7 @@ func init() {
 // call is one API request.
 type call struct {
 	r     *http.Request
-	id    *app.Identity
+	id    *identity.Caller
 	app   *app.App
 	store *keys.Store
 	body  []byte

@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
 )
@@ -19,27 +19,27 @@ import (
 // keyView is a gateway key as GET /v1/api-keys/{id} answers it. The key
 // itself never appears: only its first characters, masked.
 type keyView struct {
-	ID             string          `json:"id"`
-	Key            string          `json:"key"`
-	Name           string          `json:"name"`
-	Description    string          `json:"description"`
-	Type           string          `json:"type"`
-	OrganisationID string          `json:"organisation_id"`
-	WorkspaceID    string          `json:"workspace_id"`
-	UserID         *string         `json:"user_id"`
-	Status         string          `json:"status"`
-	CreatedAt      *time.Time      `json:"created_at"`
-	LastUpdatedAt  *time.Time      `json:"last_updated_at"`
-	CreationMode   string          `json:"creation_mode"`
-	RateLimits     json.RawMessage `json:"rate_limits"`
-	UsageLimits    json.RawMessage `json:"usage_limits"`
-	ResetUsage     int             `json:"reset_usage"`
-	Scopes         []string        `json:"scopes"`
-	Defaults       keys.Defaults   `json:"defaults"`
-	AllowedModels  []string        `json:"allowed_models"`
-	ExpiresAt      *time.Time      `json:"expires_at"`
-	Source         string          `json:"source"`
-	Object         string          `json:"object"`
+	ID             string            `json:"id"`
+	Key            string            `json:"key"`
+	Name           string            `json:"name"`
+	Description    string            `json:"description"`
+	Type           string            `json:"type"`
+	OrganisationID string            `json:"organisation_id"`
+	WorkspaceID    string            `json:"workspace_id"`
+	UserID         *string           `json:"user_id"`
+	Status         string            `json:"status"`
+	CreatedAt      *time.Time        `json:"created_at"`
+	LastUpdatedAt  *time.Time        `json:"last_updated_at"`
+	CreationMode   string            `json:"creation_mode"`
+	RateLimits     json.RawMessage   `json:"rate_limits"`
+	UsageLimits    json.RawMessage   `json:"usage_limits"`
+	ResetUsage     int               `json:"reset_usage"`
+	Scopes         []string          `json:"scopes"`
+	Defaults       identity.Defaults `json:"defaults"`
+	AllowedModels  []string          `json:"allowed_models"`
+	ExpiresAt      *time.Time        `json:"expires_at"`
+	Source         string            `json:"source"`
+	Object         string            `json:"object"`
 }
 
 func viewKey(r *keys.APIKey) *keyView {
@@ -58,7 +58,7 @@ func viewKey(r *keys.APIKey) *keyView {
 }
 
 // viewConfigKey is a Caddyfile key: nothing of its value is shown.
-func viewConfigKey(id *app.Identity) *keyView {
+func viewConfigKey(id *identity.Caller) *keyView {
 	scopes := id.Scopes
 	if scopes == nil {
 		scopes = []string{"*"}
@@ -149,7 +149,7 @@ func (c *call) keyFields(m map[string]json.RawMessage, r *keys.APIKey) error {
 // workspace can use, and metadata.
 func (c *call) defaults(raw json.RawMessage, r *keys.APIKey) error {
 	if string(raw) == "null" {
-		r.Defaults = keys.Defaults{}
+		r.Defaults = identity.Defaults{}
 		return nil
 	}
 	if len(raw) > maxMetadata {
@@ -163,8 +163,8 @@ func (c *call) defaults(raw json.RawMessage, r *keys.APIKey) error {
 	if err := json.Unmarshal(raw, &d); err != nil {
 		return apierror.BadRequest("defaults", "defaults must be an object of config_id, virtual_key and metadata")
 	}
-	out := keys.Defaults{}
-	res := c.app.For(&app.Identity{OrganisationID: r.OrganisationID, WorkspaceID: r.WorkspaceID})
+	out := identity.Defaults{}
+	res := c.app.For(&identity.Caller{OrganisationID: r.OrganisationID, WorkspaceID: r.WorkspaceID})
 	if d.ConfigID != nil && *d.ConfigID != "" {
 		if _, ok := res.SavedConfig(*d.ConfigID); !ok {
 			return apierror.BadRequest("defaults.config_id", "defaults.config_id: no saved config %s in the key's workspace", apierror.QuoteID(*d.ConfigID))
@@ -354,7 +354,7 @@ func (c *call) configKeyNamed(name string) bool {
 // findKey returns API key id (or the Caddyfile identity of that id)
 // when the rule lets the caller do act to it, else the rule's refusal: a
 // 404 for a key out of reach, as for one that does not exist.
-func (c *call) findKey(id string, act keys.Action) (*keys.APIKey, *app.Identity, error) {
+func (c *call) findKey(id string, act keys.Action) (*keys.APIKey, *identity.Caller, error) {
 	for _, k := range c.app.ConfigKeys() {
 		if k.KeyID == id {
 			return nil, k, c.authorize(act, configKeyTarget(k))

@@ -6,7 +6,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
 )
 
@@ -18,11 +18,8 @@ import (
 // actor returns the caller as the rule sees it (built once per call).
 func (c *call) actor() *keys.Actor {
 	if c.who == nil {
-		var rec *keys.APIKey
-		if c.id.Source == keys.SourceAPI {
-			rec, _ = c.store.APIKey(c.id.KeyID)
-		}
-		c.who = c.id.Actor(rec)
+		// The caller carries its key's usage limit: no second lookup.
+		c.who = keys.ActorOf(c.id)
 	}
 	return c.who
 }
@@ -147,8 +144,8 @@ func keyTarget(r *keys.APIKey) *keys.Target {
 }
 
 // configKeyTarget is a Caddyfile key as the rule's target.
-func configKeyTarget(id *app.Identity) *keys.Target {
-	g := id.Actor(nil).Grant
+func configKeyTarget(id *identity.Caller) *keys.Target {
+	g := keys.GrantOf(id)
 	return &keys.Target{Kind: keys.KindAPIKey, ID: id.KeyID, OrganisationID: id.OrganisationID,
 		WorkspaceID: id.WorkspaceID, Source: keys.SourceConfig, Grant: &g}
 }

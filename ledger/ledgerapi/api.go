@@ -21,6 +21,7 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ledger"
 )
@@ -58,7 +59,7 @@ type handler func(c *call) (any, error)
 // call is one API request.
 type call struct {
 	r   *http.Request
-	id  *app.Identity
+	id  *identity.Caller
 	app *app.App
 	// db is nil only for APIs that answer without a ledger (usage/me).
 	db *ledger.DB
