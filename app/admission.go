@@ -1,11 +1,8 @@
 package app
 
 import (
-	"context"
 	"net/http"
 	"sync"
-
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/budgets"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
@@ -22,14 +19,11 @@ type Admission interface {
 	// has written the answer (429, or 503 when the limiter is down and
 	// the gateway fails closed) to w and returns false. When it may, the
 	// settlement of token policies is registered on r (observe.OnDone),
-	// so it runs once the request is done.
+	// so it runs once the request is done, and r's handed-on state
+	// (handoff.From, set by the gateway's clientless run) is marked as
+	// admitted on its usage limits.
 	Admit(w http.ResponseWriter, r *http.Request, id *identity.Caller) bool
 }
-
-// AdmissionVar is the Caddy request variable in which llm_ratelimit
-// leaves its key on a batch creation request, for the gateway to store
-// with the batch.
-const AdmissionVar = "llm.admission"
 
 // APIAdmissionKey names the stage that enforces only the policies created
 // through the API: the one a batch line uses when the route it was
@@ -89,39 +83,14 @@ func (a *App) Admission(key string) (s Admission, ok bool) {
 // llm_ratelimit does.
 type BudgetStage interface {
 	// AdmitBudget reserves r, made by id with body, on the usage limits
-	// that match it, sets the binding limit's headers on h, marks r
-	// (MarkBudgetAdmitted) and registers the settlement (observe.OnDone).
-	// A non-nil error is the answer: the 412 of a spent budget, or a 503
-	// when the budget store is down and the gateway fails closed.
-	AdmitBudget(h http.Header, r *http.Request, id *identity.Caller, body []byte) error
+	// that match it, sets the binding limit's headers on h and registers
+	// the settlement (observe.OnDone). charge bills calls made on r's
+	// behalf to those limits (nil when none applied). A non-nil error is
+	// the answer: the 412 of a spent budget, or a 503 when the budget
+	// store is down and the gateway fails closed.
+	AdmitBudget(h http.Header, r *http.Request, id *identity.Caller, body []byte) (charge *budgets.Charge, err error)
 }
 
 // BudgetStageModule is the Caddy module id of the BudgetStage that
 // llm_gateway loads.
 const BudgetStageModule = "llm.stages.budget"
-
-// budgetVar is the request variable in which the stage that reserved a
-// request on the usage limits leaves its mark.
-const budgetVar = "llm.budget"
-
-// budgetMark is the value of budgetVar. Its type is unexported, so no
-// configuration (a vars directive sets strings) can forge the mark and
-// skip the budget.
-type budgetMark struct{ charge *budgets.Charge }
-
-// MarkBudgetAdmitted records on r that its usage limits were applied (it
-// was reserved on those that match, or none did), so that the request is
-// reserved exactly once when it passes both llm_ratelimit and
-// llm_gateway. charge bills calls made on the request's behalf (the
-// semantic cache's embeddings) to the limits it was admitted on; nil
-// when none applied.
-func MarkBudgetAdmitted(r *http.Request, charge *budgets.Charge) {
-	caddyhttp.SetVar(r.Context(), budgetVar, budgetMark{charge})
-}
-
-// BudgetAdmitted reports whether the request of ctx was marked by
-// MarkBudgetAdmitted, and its charge.
-func BudgetAdmitted(ctx context.Context) (charge *budgets.Charge, ok bool) {
-	m, ok := caddyhttp.GetVar(ctx, budgetVar).(budgetMark)
-	return m.charge, ok
-}

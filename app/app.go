@@ -22,6 +22,7 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity/handoff"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
@@ -76,6 +77,9 @@ type App struct {
 	// admissions holds the llm_ratelimit stages managed batch lines pass
 	// (admission.go).
 	admissions *admissions
+	// issuer vouches for the state this config's handlers hand each
+	// other about a request's caller (authctx.go).
+	issuer handoff.Issuer
 
 	keys        []resolvedKey
 	virtualKeys map[string]*providers.Settings

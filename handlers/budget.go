@@ -1,22 +1,21 @@
 package handlers
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity/handoff"
 )
 
 // Usage limits (budgets) hold on every request the gateway sends to a
 // provider, not only on routes with llm_ratelimit: a key's budget must
 // not be escaped by a route, or a whole config, without it. llm_ratelimit
 // reserves a request on its budgets before the gateway and marks it
-// (app.MarkBudgetAdmitted); the gateway runs the budget stage itself, once
+// (handoff.State.MarkBudgeted); the gateway runs the budget stage itself, once
 // the request is planned and before any provider call, for a request
 // that carries no mark. So each request is reserved, and settled, exactly
 // once.
@@ -41,18 +40,16 @@ func (g *Gateway) provisionBudget(ctx caddy.Context) error {
 	return nil
 }
 
-// callerVar is the request variable holding the planned request, for
-// calls made on its behalf (the semantic cache's embeddings, which are
-// recorded and charged as the caller's).
-const callerVar = "llm.caller"
-
 // admitBudget reserves q on the usage limits that match it unless a
-// stage in front (llm_ratelimit, or a batch line's admission) already
-// did. A refusal is the client's answer: 412 for a spent budget.
+// stage in front (llm_ratelimit, or a batch line's admission) already did
+// for this same caller (handoff.State.Budgeted). A refusal is the
+// client's answer: 412 for a spent budget. q keeps the admission's charge
+// for calls made on its behalf (the semantic cache's embeddings, which
+// are recorded and charged as the caller's).
 func (g *Gateway) admitBudget(r *http.Request, q *Request, f *flight) error {
 	ctx := r.Context()
-	caddyhttp.SetVar(ctx, callerVar, callerRef{q})
-	if _, done := app.BudgetAdmitted(ctx); done {
+	if charge, done := handoff.From(ctx).Budgeted(g.app.Issuer(), q.Identity); done {
+		q.charge = charge
 		return nil
 	}
 	if g.budget == nil {
@@ -62,20 +59,7 @@ func (g *Gateway) admitBudget(r *http.Request, q *Request, f *flight) error {
 		}
 		return nil
 	}
-	return g.budget.AdmitBudget(f.out.w.Header(), r, q.Identity, q.Call.Body)
+	charge, err := g.budget.AdmitBudget(f.out.w.Header(), r, q.Identity, q.Call.Body)
+	q.charge = charge
+	return err
 }
-
-// callerOf returns the request on whose behalf a call with ctx is made,
-// or nil.
-func callerOf(ctx context.Context) *Request {
-	c, _ := caddyhttp.GetVar(ctx, callerVar).(callerRef)
-	return c.q
-}
-
-// callerRef is the value of callerVar. A placeholder can print a request
-// variable ({http.vars.llm.caller} in a log format); this prints nothing
-// of the request, whose headers hold the caller's keys.
-type callerRef struct{ q *Request }
-
-// String implements fmt.Stringer.
-func (callerRef) String() string { return "" }

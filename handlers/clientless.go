@@ -13,6 +13,7 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/batches"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity/handoff"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
@@ -67,7 +68,11 @@ func (g *Gateway) Run(ctx context.Context, in *Input) (*Result, error) {
 		method = http.MethodPost
 	}
 	if in.Identity != nil {
-		ctx = context.WithValue(ctx, identityKey{}, in.Identity)
+		// The run is its creator's: the gateway takes the caller given
+		// (handoff.State.Given) and presents no key for it.
+		st := handoff.New(g.app.Issuer())
+		st.SetGiven(in.Identity)
+		ctx = handoff.With(ctx, st)
 	}
 	w := &memoryWriter{header: make(http.Header), max: g.MaxResponseBody}
 	req, err := clientlessRequest(ctx, method, in.Path, in.Header.Clone(), in.Body, w)
@@ -148,18 +153,15 @@ func (g *Gateway) claimCharge(r *http.Request, f *flight) {
 // claimTimeout bounds a batch line's charge claim.
 const claimTimeout = 5 * time.Second
 
-// identityKey carries Input.Identity. Only Run sets it, so no client
-// can present an identity without a key.
-type identityKey struct{}
-
-// authenticate returns the caller of r: the identity Run was given, else
-// the holder of the presented gateway key, as llm_ratelimit in front of
-// the gateway already found it or as the app finds it now.
+// authenticate returns the caller of r: the one Run was given, else the
+// holder of the presented gateway key, as llm_ratelimit in front of the
+// gateway already found it or as the app finds it now.
 func (g *Gateway) authenticate(r *http.Request, presented string) (*identity.Caller, bool) {
-	if id, ok := r.Context().Value(identityKey{}).(*identity.Caller); ok && id != nil {
+	st := handoff.From(r.Context())
+	if id, ok := st.Given(g.app.Issuer()); ok {
 		return id, true
 	}
-	if id, ok := g.app.Authenticated(r.Context(), presented); ok {
+	if id, ok := st.Caller(g.app.Issuer(), presented); ok {
 		return id, true
 	}
 	return g.app.Authenticate(presented)

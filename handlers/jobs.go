@@ -14,9 +14,9 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/batches"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/files"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity/handoff"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/jobs"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
@@ -67,7 +67,7 @@ func (g *Gateway) localJobs(r *http.Request, q *Request) (*localAnswer, error) {
 	}
 	// The llm_ratelimit stage that admitted this request, if any: a
 	// managed batch's lines pass it too (see Input.Admission).
-	caller.Admission, _ = caddyhttp.GetVar(r.Context(), app.AdmissionVar).(string)
+	caller.Admission = handoff.From(r.Context()).Admission(g.app.Issuer())
 	eng := g.app.Batches()
 	switch {
 	case id == "" && r.Method == http.MethodPost:

@@ -6,6 +6,7 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity/handoff"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
@@ -17,7 +18,7 @@ import (
 // llm_ratelimit applies too. A refused key gets the 401 saying why
 // (expired, revoked, disabled, rotated out, unknown, missing).
 func (g *Gateway) identify(r *http.Request, hdr *ingress.Headers) (*identity.Caller, error) {
-	if id, ok := r.Context().Value(identityKey{}).(*identity.Caller); ok && id != nil {
+	if id, ok := handoff.From(r.Context()).Given(g.app.Issuer()); ok {
 		// A run without a client (a managed batch line) is its creator
 		// and sends no gateway key: a token ingress took for one is the
 		// creator's provider key, unless the gateway knows it as a key

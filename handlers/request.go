@@ -9,6 +9,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/budgets"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
@@ -32,6 +33,10 @@ type Request struct {
 	RouteHeader *ingress.Headers
 	// Identity is the authenticated gateway key.
 	Identity *identity.Caller
+	// charge bills calls made on the request's behalf (the semantic
+	// cache's embeddings) to the usage limits it was admitted on; nil
+	// when none applied (admitBudget).
+	charge *budgets.Charge
 	// Call is the call to make: the client's, or for a prompt completion
 	// the chat completion its prompt renders to.
 	Call providers.Call

@@ -9,7 +9,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/cache/semantic"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
@@ -103,7 +102,7 @@ func (e *gatewayEmbedder) embed(ctx context.Context, text string) ([]float32, er
 // callerOf) in the usage ledger as the caller's own call, operation
 // "embeddings" with the request's trace id and metadata, and charges what
 // it used to the usage limits the request was admitted on
-// (app.BudgetAdmitted). So the semantic cache spends nothing a caller's
+// (Request.charge). So the semantic cache spends nothing a caller's
 // budget does not see, and the ledger's totals still equal what budgets
 // were charged. The call's cost is not in the request's x-gateway-cost
 // header, which prices the answer the client got.
@@ -131,11 +130,23 @@ func (e *gatewayEmbedder) account(ctx context.Context, start time.Time, res *res
 		}
 	}
 	e.g.app.UsageLedger().Record(ent)
-	if charge, _ := app.BudgetAdmitted(ctx); charge != nil {
-		if err := charge.Add(ctx, ent); err != nil {
+	if caller.charge != nil {
+		if err := caller.charge.Add(ctx, ent); err != nil {
 			e.g.logger.Error("charging a semantic cache embedding to the caller's usage limits failed", zap.Error(err))
 		}
 	}
+}
+
+// callerOf returns the request on whose behalf an embedding with ctx is
+// made, or nil: the one whose cache step put its memo in ctx. A context
+// value, not a request variable a placeholder could print: the request's
+// headers hold the caller's keys.
+func callerOf(ctx context.Context) *Request {
+	m, _ := ctx.Value(embedMemoKey{}).(*embedMemo)
+	if m == nil {
+		return nil
+	}
+	return m.caller
 }
 
 // embedMemoKey is the context key of a request's embedMemo.
@@ -145,11 +156,13 @@ type embedMemoKey struct{}
 // so a fallback to another semantic-mode target neither embeds the same
 // text again nor waits out a second timeout.
 type embedMemo struct {
-	mu   sync.Mutex
-	set  bool
-	text string
-	vec  []float32
-	err  error
+	// caller is the request the embeddings are made for (callerOf).
+	caller *Request
+	mu     sync.Mutex
+	set    bool
+	text   string
+	vec    []float32
+	err    error
 }
 
 func (m *embedMemo) get(text string) ([]float32, error, bool) {

@@ -49,7 +49,7 @@ func steps(q *Request, sender *executor, rc *responseCache, gs *guardSession) ro
 	}
 	for i := range q.attempts {
 		if q.attempts[i].cache != nil {
-			s = &cacheStep{next: s, g: sender.g, rc: rc}
+			s = &cacheStep{next: s, g: sender.g, rc: rc, memo: embedMemo{caller: q}}
 			break
 		}
 	}

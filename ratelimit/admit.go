@@ -11,9 +11,10 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/budgets"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity/handoff"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
@@ -60,22 +61,29 @@ var errUnavailable = errors.New("ratelimit: limiter unavailable")
 
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	if r.Method == http.MethodPost && r.URL.Path == batchesPath {
-		// The gateway stores which stage admitted the batch's creation,
-		// so its lines pass the same one (see Admit).
-		caddyhttp.SetVar(r.Context(), app.AdmissionVar, h.key)
-	}
 	c := requester{h: h, r: r}
-	v, ok := h.decide(w, r, &c)
+	v, charge, ok := h.decide(w, r, &c)
 	if !ok {
 		return nil
 	}
-	if c.id != nil {
-		// llm_gateway takes the identity found here rather than
-		// authenticating the key a second time.
-		if a, ok := h.ctl.(authCarrier); ok {
-			r = r.WithContext(a.WithAuthenticated(r.Context(), c.key, c.id))
+	// The gateway stores which stage admitted a batch's creation, so its
+	// lines pass the same one (see Admit).
+	batch := r.Method == http.MethodPost && r.URL.Path == batchesPath
+	if iss, carries := h.ctl.(issuer); carries && (c.id != nil || batch) {
+		// llm_gateway takes the caller found here rather than
+		// authenticating the key a second time, and does not reserve the
+		// request on its usage limits again. An unauthenticated request
+		// carries no mark: the gateway answers it 401, or (no usage limit
+		// needed the caller here) finds no limit to apply either.
+		st := handoff.New(iss.Issuer())
+		if c.id != nil {
+			st.SetCaller(c.key, c.id)
+			st.MarkBudgeted(charge)
 		}
+		if batch {
+			st.SetAdmission(h.key)
+		}
+		r = r.WithContext(handoff.With(r.Context(), st))
 	}
 	if v == nil {
 		return next.ServeHTTP(w, r)
@@ -83,10 +91,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	return next.ServeHTTP(newHeaderWriter(w, v), r)
 }
 
-// authCarrier passes an identity on to the handlers after this one
+// issuer vouches for the state handed on to the handlers after this one
 // (*app.App implements it).
-type authCarrier interface {
-	WithAuthenticated(ctx context.Context, key string, id *identity.Caller) context.Context
+type issuer interface {
+	Issuer() *handoff.Issuer
 }
 
 // requester is who made a request: authenticated at most once, when a
@@ -118,41 +126,47 @@ const batchesPath = "/v1/batches"
 // policies, counters and settlement as a client request on the route the
 // batch was created on, as the batch's creator id.
 func (h *Handler) Admit(w http.ResponseWriter, r *http.Request, id *identity.Caller) bool {
-	_, ok := h.decide(w, r, &requester{id: id, done: true})
+	_, charge, ok := h.decide(w, r, &requester{id: id, done: true})
+	if st := handoff.From(r.Context()); ok && st != nil {
+		// The run that asked (llm_gateway's clientless Run) handed id on
+		// in r's state; the gateway then does not reserve r again.
+		st.MarkBudgeted(charge)
+	}
 	return ok
 }
 
 // decide admits r, made by c. When r may not proceed it writes the 429
 // or 503 to w and returns false; when it may, the verdict's headers are
 // set on w and token settlement is registered on r. v is nil when no
-// policy matched.
-func (h *Handler) decide(w http.ResponseWriter, r *http.Request, c *requester) (v *verdict, ok bool) {
+// policy matched; charge is the usage-limit admission's (budget).
+func (h *Handler) decide(w http.ResponseWriter, r *http.Request, c *requester) (v *verdict, charge *budgets.Charge, ok bool) {
 	v, err := h.admit(r, c)
 	if err != nil {
 		if r.Context().Err() != nil {
-			return nil, false // the client left while we asked the limiter
+			return nil, nil, false // the client left while we asked the limiter
 		}
 		// The breaker lets one request probe the limiter every second.
 		w.Header()[hdrRetryAfter] = []string{"1"}
 		writeError(w, r, apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable,
 			"the rate limiter is unavailable; try again later").WithCode("rate_limiter_unavailable"))
-		return nil, false
+		return nil, nil, false
 	}
 	if v != nil {
 		setHeaders(w.Header(), v)
 		if v.refused != nil {
 			h.reject(w, r, v)
-			return nil, false
+			return nil, nil, false
 		}
 	}
-	if !h.admitBudget(w, r, c, v) {
-		return nil, false
+	charge, ok = h.admitBudget(w, r, c, v)
+	if !ok {
+		return nil, nil, false
 	}
 	if v == nil {
-		return nil, true
+		return nil, charge, true
 	}
 	h.registerSettlement(r, v.id, v.grants)
-	return v, true
+	return v, charge, true
 }
 
 // request is the per-request state of matching: the attributes, of which

@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -9,26 +8,24 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity/handoff"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 )
 
-// carryingControl counts authentications and carries identities in the
-// context as *app.App does.
+// carryingControl counts authentications and vouches for the state
+// handed on, as *app.App does.
 type carryingControl struct {
 	*fakeControl
 	auths int
+	iss   handoff.Issuer
 }
-
-type carriedKey struct{}
 
 func (c *carryingControl) Authenticate(key string) (*identity.Caller, bool) {
 	c.auths++
 	return c.fakeControl.Authenticate(key)
 }
 
-func (c *carryingControl) WithAuthenticated(ctx context.Context, key string, id *identity.Caller) context.Context {
-	return context.WithValue(ctx, carriedKey{}, id)
-}
+func (c *carryingControl) Issuer() *handoff.Issuer { return &c.iss }
 
 // TestAuthenticatedOnceAndPassedOn: a request no policy applies to is not
 // authenticated here; one a policy applies to is authenticated once, and
@@ -50,7 +47,7 @@ func TestAuthenticatedOnceAndPassedOn(t *testing.T) {
 		h := newHandler(t, ctl)
 		var seen *identity.Caller
 		next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
-			seen, _ = r.Context().Value(carriedKey{}).(*identity.Caller)
+			seen, _ = handoff.From(r.Context()).Caller(ctl.Issuer(), "key-alice")
 			return nil
 		})
 		if err := h.ServeHTTP(httptest.NewRecorder(), newRequest("key-alice", []byte(chatBody)), next); err != nil {

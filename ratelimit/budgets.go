@@ -43,49 +43,45 @@ type groupNoter interface {
 
 // admitBudget reserves r on the usage limits that match it (budget) and
 // writes the refusal when there is one; false when r may not proceed.
-func (h *Handler) admitBudget(w http.ResponseWriter, r *http.Request, c *requester, v *verdict) bool {
-	refusal, ok := h.budget(w.Header(), r, c, v, nil)
+func (h *Handler) admitBudget(w http.ResponseWriter, r *http.Request, c *requester, v *verdict) (*budgets.Charge, bool) {
+	charge, refusal, ok := h.budget(w.Header(), r, c, v, nil)
 	if refusal != nil {
 		writeError(w, r, refusal)
 	}
-	return ok
+	return charge, ok
 }
 
 // budget reserves r on the usage limits that match it, with the same
 // request description and estimates the rate limits use, after the rate
 // limits admitted it (their grants are v's; nil for the budget stage).
 // body, when not nil, is the body llm_gateway already read (r's is spent).
-// It sets the binding limit's headers on hdr, marks r as admitted on its
-// budgets (app.MarkBudgetAdmitted), so llm_gateway does not reserve it a
-// second time, and settles the reservations when the gateway reports the
-// outcome. When a budget is spent, or the budget store is down and the
-// gateway fails closed, it gives back v's grants and returns the refusal;
-// when the client left meanwhile it returns nil and false.
-func (h *Handler) budget(hdr http.Header, r *http.Request, c *requester, v *verdict, body []byte) (refusal *apierror.Error, ok bool) {
-	var adm *budgets.Admission
-	defer func() {
-		if ok {
-			app.MarkBudgetAdmitted(r, adm.Charge())
-		}
-	}()
+// It sets the binding limit's headers on hdr and settles the reservations
+// when the gateway reports the outcome. ok says r's usage limits were
+// applied (the caller marks r so, handoff.State.MarkBudgeted, and
+// llm_gateway does not reserve it a second time); charge is then the
+// admission's, nil when no limit applied. When a budget is spent, or the
+// budget store is down and the gateway fails closed, it gives back v's
+// grants and returns the refusal; when the client left meanwhile it
+// returns nil and false.
+func (h *Handler) budget(hdr http.Header, r *http.Request, c *requester, v *verdict, body []byte) (charge *budgets.Charge, refusal *apierror.Error, ok bool) {
 	bc, isBudgeter := h.ctl.(budgeter)
 	if !isBudgeter {
-		return nil, true
+		return nil, nil, true
 	}
 	if _, completion := prompts.CompletionsRef(r.URL.Path); !completion && controlplane.Owns(r.URL.Path) {
-		return nil, true // as for rate limits: management APIs are never limited
+		return nil, nil, true // as for rate limits: management APIs are never limited
 	}
 	if !canSpend(r) {
-		return nil, true
+		return nil, nil, true
 	}
 	e := bc.BudgetEnforcer()
 	ctx := r.Context()
 	if !e.Enabled(ctx) {
-		return nil, true
+		return nil, nil, true
 	}
 	id, known := c.identity()
 	if !known {
-		return nil, true // the gateway answers 401
+		return nil, nil, true // the gateway answers 401
 	}
 	if body != nil {
 		if _, read := ingress.Body(r); !read {
@@ -107,16 +103,16 @@ func (h *Handler) budget(hdr http.Header, r *http.Request, c *requester, v *verd
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, false
+			return nil, nil, false
 		}
 		h.logFailure("usage limit admission failed", err)
 		if !h.ctl.FailClosed() {
-			return nil, true
+			return adm.Charge(), nil, true
 		}
 		if v != nil {
 			h.refund(ctx, v.id, v.grants)
 		}
-		return apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable,
+		return nil, apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable,
 			"the budget store is unavailable; try again later").WithCode("budget_store_unavailable"), false
 	}
 	if refused != nil {
@@ -125,7 +121,7 @@ func (h *Handler) budget(hdr http.Header, r *http.Request, c *requester, v *verd
 		}
 		h.logger.Info("request refused by a spent usage limit", zap.String("api_key_name", id.Name),
 			zap.String("workspace_id", id.WorkspaceID), zap.String("reason", refused.Message))
-		return refused, false
+		return nil, refused, false
 	}
 	if g := adm.Binding(); g != nil {
 		// The binding limit's remaining budget, so a client can see it
@@ -147,7 +143,7 @@ func (h *Handler) budget(hdr http.Header, r *http.Request, c *requester, v *verd
 			}
 		})
 	}
-	return nil, true
+	return adm.Charge(), nil, true
 }
 
 // BudgetStage is the usage-limit stage llm_gateway loads (module
@@ -177,15 +173,15 @@ func (s *BudgetStage) Provision(ctx caddy.Context) error {
 
 // AdmitBudget implements app.BudgetStage. body is the request body the
 // gateway read, which the estimate reads in place of r's.
-func (s *BudgetStage) AdmitBudget(hdr http.Header, r *http.Request, id *identity.Caller, body []byte) error {
-	refusal, ok := s.h.budget(hdr, r, &requester{id: id, done: true}, nil, body)
+func (s *BudgetStage) AdmitBudget(hdr http.Header, r *http.Request, id *identity.Caller, body []byte) (*budgets.Charge, error) {
+	charge, refusal, ok := s.h.budget(hdr, r, &requester{id: id, done: true}, nil, body)
 	switch {
 	case refusal != nil:
-		return refusal
+		return nil, refusal
 	case !ok:
-		return apierror.New(statusClientClosed, apierror.TypeUnavailable, "the client closed the request").WithCode("client_closed")
+		return nil, apierror.New(statusClientClosed, apierror.TypeUnavailable, "the client closed the request").WithCode("client_closed")
 	}
-	return nil
+	return charge, nil
 }
 
 // statusClientClosed is what the log records of a request whose client

@@ -48,7 +48,7 @@ func TestKeyDefaultsRouteReserves(t *testing.T) {
 			return w.Code
 		}},
 		{"budget stage of llm_gateway", func(t *testing.T, _ *Handler, s *BudgetStage, r *http.Request, id *identity.Caller) int {
-			if err := s.AdmitBudget(http.Header{}, r, id, []byte(chatBody)); err != nil {
+			if _, err := s.AdmitBudget(http.Header{}, r, id, []byte(chatBody)); err != nil {
 				return apierror.As(err).Status
 			}
 			return http.StatusOK
