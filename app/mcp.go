@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
 )
 
@@ -72,7 +73,7 @@ type MCPServerConfig struct {
 // match Caddyfile keys only: the name of an API-issued key is chosen in its
 // workspace and must not reach another workspace's server by colliding
 // with a Caddyfile name, so API keys are allowed by workspace.
-func (s *MCPServerConfig) Allows(id *Identity) bool {
+func (s *MCPServerConfig) Allows(id *identity.Caller) bool {
 	if id == nil {
 		return false
 	}
@@ -84,7 +85,7 @@ func (s *MCPServerConfig) Allows(id *Identity) bool {
 
 // ToolExposed reports whether the server's tool called name is exposed.
 func (s *MCPServerConfig) ToolExposed(name string) bool {
-	return keys.ModelAllowed(s.Tools, name)
+	return identity.ModelAllowed(s.Tools, name)
 }
 
 // mcpState is the app's part of the MCP gateway: the declared servers.

@@ -9,6 +9,7 @@ import (
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
 )
 
@@ -109,16 +110,16 @@ func TestMCPServerAllows(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
-		id     *Identity
+		id     *identity.Caller
 		server string
 		want   bool
 	}{
-		{"Caddyfile key by name", &Identity{Name: "ci", Source: keys.SourceConfig, WorkspaceID: "other"}, "s", true},
-		{"API key with the same name", &Identity{Name: "ci", Source: keys.SourceAPI, WorkspaceID: "other"}, "s", false},
-		{"API key of the workspace", &Identity{Name: "x", Source: keys.SourceAPI, WorkspaceID: ws}, "s", true},
-		{"another key", &Identity{Name: "dev", Source: keys.SourceConfig, WorkspaceID: "other"}, "s", false},
-		{"star", &Identity{Name: "dev", Source: keys.SourceAPI}, "all", true},
-		{"no allow entries", &Identity{Name: "ci", Source: keys.SourceConfig}, "none", false},
+		{"Caddyfile key by name", &identity.Caller{Name: "ci", Source: keys.SourceConfig, WorkspaceID: "other"}, "s", true},
+		{"API key with the same name", &identity.Caller{Name: "ci", Source: keys.SourceAPI, WorkspaceID: "other"}, "s", false},
+		{"API key of the workspace", &identity.Caller{Name: "x", Source: keys.SourceAPI, WorkspaceID: ws}, "s", true},
+		{"another key", &identity.Caller{Name: "dev", Source: keys.SourceConfig, WorkspaceID: "other"}, "s", false},
+		{"star", &identity.Caller{Name: "dev", Source: keys.SourceAPI}, "all", true},
+		{"no allow entries", &identity.Caller{Name: "ci", Source: keys.SourceConfig}, "none", false},
 		{"no identity", nil, "all", false},
 	}
 	for _, tt := range tests {

@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 )
 
@@ -16,7 +16,7 @@ import (
 // Authenticate). A refused key gets the app's 401 saying why. The key is
 // read here and nowhere else: nothing of the caller's request is sent to
 // an MCP server.
-func (h *Handler) identify(r *http.Request) (*app.Identity, *apierror.Error) {
+func (h *Handler) identify(r *http.Request) (*identity.Caller, *apierror.Error) {
 	key := ingress.GatewayKey(r.Header)
 	if id, ok := h.app.Authenticated(r.Context(), key); ok {
 		return id, nil

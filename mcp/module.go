@@ -34,6 +34,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/upstream"
 )
 
@@ -206,7 +207,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 // visible returns the upstreams the holder of id may use on the route:
 // every allowed one for /mcp (name ""), the named one for /mcp/{name};
 // nil when there is none.
-func (h *Handler) visible(id *app.Identity, name string) []*remote {
+func (h *Handler) visible(id *identity.Caller, name string) []*remote {
 	if name != "" {
 		if u := h.servers[name]; u != nil && u.cfg.Allows(id) {
 			return []*remote{u}

@@ -9,7 +9,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 )
 
@@ -47,7 +47,7 @@ type callRecord struct {
 	Error string
 }
 
-func newCallRecord(id *app.Identity, m *message) *callRecord {
+func newCallRecord(id *identity.Caller, m *message) *callRecord {
 	return &callRecord{Method: m.method, Name: m.name, KeyName: id.Name, Workspace: id.WorkspaceID,
 		Start: time.Now(), RequestBytes: int64(len(m.body))}
 }

@@ -9,14 +9,14 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 )
 
 func TestCallRecord(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)
 	h := &Handler{logger: zap.New(core)}
 	m := &message{method: methodCallTool, name: "files__read", body: []byte(`{"params":{"arguments":{"secret":"never-logged"}}}`)}
-	rec := newCallRecord(&app.Identity{Name: "ci", WorkspaceID: "ws"}, m)
+	rec := newCallRecord(&identity.Caller{Name: "ci", WorkspaceID: "ws"}, m)
 	rec.Server, rec.Upstream = "files", "read"
 	rec.setStatus(statusOK, 0)
 	rec.finish(120)
