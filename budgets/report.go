@@ -141,21 +141,7 @@ type fixedValues map[string]string
 func (f fixedValues) with(m Member) *policies.Attributes {
 	a := &policies.Attributes{APIKey: m.APIKey, WorkspaceID: m.WorkspaceID, OrganisationID: m.OrganisationID, Pending: pendingRequest}
 	for k, v := range f {
-		switch k { // never an identity key (groupsOf)
-		case policies.KeyVirtualKey:
-			a.VirtualKey = v
-		case policies.KeyProvider:
-			a.Provider = v
-		case policies.KeyModel:
-			a.Model = v
-		case policies.KeyConfigID:
-			a.ConfigID = v
-		default: // metadata.<key>, the only other key a policy takes
-			if a.Metadata == nil {
-				a.Metadata = map[string]string{}
-			}
-			a.Metadata[k[len(policies.MetadataPrefix):]] = v
-		}
+		a.Set(k, v) // never an identity key (groupsOf)
 	}
 	return a
 }

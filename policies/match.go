@@ -66,6 +66,34 @@ func (a *Attributes) Get(key string) (string, bool) {
 	return v, v != ""
 }
 
+// Set sets the attribute key (a key Get knows) to v; the twin of Get.
+// Unknown keys are ignored.
+func (a *Attributes) Set(key, v string) {
+	switch key {
+	case KeyWorkspaceID:
+		a.WorkspaceID = v
+	case KeyOrganisationID:
+		a.OrganisationID = v
+	case KeyAPIKey:
+		a.APIKey = v
+	case KeyVirtualKey:
+		a.VirtualKey = v
+	case KeyProvider:
+		a.Provider = v
+	case KeyModel:
+		a.Model = v
+	case KeyConfigID:
+		a.ConfigID = v
+	default:
+		if len(key) > len(MetadataPrefix) && key[:len(MetadataPrefix)] == MetadataPrefix {
+			if a.Metadata == nil {
+				a.Metadata = make(map[string]string, 1)
+			}
+			a.Metadata[key[len(MetadataPrefix):]] = v
+		}
+	}
+}
+
 // isAllowedKey reports whether key names an attribute Get knows.
 func isAllowedKey(key string) bool {
 	switch key {

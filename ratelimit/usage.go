@@ -206,21 +206,8 @@ func set(a *policies.Attributes, key, v string, id *identity.Caller) error {
 		if v != id.OrganisationID {
 			return &policies.FieldError{Field: key, Message: "must be the gateway key's organisation (" + id.OrganisationID + ")"}
 		}
-	case policies.KeyAPIKey:
-		a.APIKey = v
-	case policies.KeyVirtualKey:
-		a.VirtualKey = v
-	case policies.KeyProvider:
-		a.Provider = v
-	case policies.KeyModel:
-		a.Model = v
-	case policies.KeyConfigID:
-		a.ConfigID = v
-	default: // metadata.<key>, the only other key a policy accepts
-		if a.Metadata == nil {
-			a.Metadata = make(map[string]string, 1)
-		}
-		a.Metadata[key[len(policies.MetadataPrefix):]] = v
+	default:
+		a.Set(key, v)
 	}
 	return nil
 }
