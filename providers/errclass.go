@@ -41,6 +41,20 @@ var ErrorClasses = []ErrorClass{
 	ErrContextLength, ErrContentPolicy, ErrRateLimited, ErrQuotaExhausted, ErrOverloaded, ErrInvalidRequest,
 }
 
+// Retryable reports whether the same call, sent again to the same
+// target, can succeed: a rate limit, an overload, or an answer of no
+// class (a server fault). A spent quota, a prompt that does not fit, a
+// refused prompt and a malformed request fail alike on every try, so
+// retrying them only spends time and the provider's patience (a
+// quota_exhausted 429 retried three times is three more refusals).
+func (c ErrorClass) Retryable() bool {
+	switch c {
+	case ErrQuotaExhausted, ErrContextLength, ErrContentPolicy, ErrInvalidRequest:
+		return false
+	}
+	return true
+}
+
 // ErrorClassifier is implemented by every provider family: it reads the
 // provider's own error shapes (its codes, types and messages) and names
 // the class of a non-2xx answer. body is the raw answer as the provider

@@ -32,3 +32,25 @@ func TestClassifyFallback(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorClassRetryable: only the classes a later identical call can
+// escape are retryable.
+func TestErrorClassRetryable(t *testing.T) {
+	tests := []struct {
+		class ErrorClass
+		want  bool
+	}{
+		{ErrRateLimited, true},
+		{ErrOverloaded, true},
+		{"", true},
+		{ErrQuotaExhausted, false},
+		{ErrContextLength, false},
+		{ErrContentPolicy, false},
+		{ErrInvalidRequest, false},
+	}
+	for _, tt := range tests {
+		if got := tt.class.Retryable(); got != tt.want {
+			t.Errorf("%q.Retryable() = %v, want %v", tt.class, got, tt.want)
+		}
+	}
+}

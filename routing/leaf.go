@@ -133,8 +133,12 @@ var DefaultRetryStatusCodes = []int{429, 500, 502, 503, 504}
 
 // Retryable reports whether o may be retried under rc: a listed status
 // (default DefaultRetryStatusCodes), or a connection failure the gateway
-// synthesised (timeout, unreachable), whatever the list says. Nothing is
-// retried once a byte reached the client.
+// synthesised (timeout, unreachable), whatever the list says. An answer
+// whose class cannot succeed on retry (providers.ErrorClass.Retryable:
+// quota_exhausted, context_length_exceeded, content_policy,
+// invalid_request) is not retried even when its status is listed: an
+// OpenAI insufficient_quota comes as a 429 and a context-length error as
+// a 400. Nothing is retried once a byte reached the client.
 func Retryable(rc *Retry, o Outcome) bool {
 	if o.Committed || o.OK() || o.Skipped || o.Cached {
 		return false
@@ -143,6 +147,9 @@ func Retryable(rc *Retry, o Outcome) bool {
 	case CauseTimeout, CauseUnreachable:
 		return true
 	case CauseLocal, CauseClientGone, CauseStreamFailed:
+		return false
+	}
+	if !o.ErrorType.Retryable() {
 		return false
 	}
 	codes := rc.OnStatusCodes

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
 func TestParseRetryAfter(t *testing.T) {
@@ -37,6 +39,33 @@ func TestParseRetryAfter(t *testing.T) {
 			got, ok := ParseRetryAfter(h, now)
 			if got != tt.want || ok != tt.ok {
 				t.Fatalf("got %v %v, want %v %v", got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+// TestRetryableErrorTypes: a listed status is retried unless the answer's
+// class says the same call fails again.
+func TestRetryableErrorTypes(t *testing.T) {
+	rc := &Retry{Attempts: 2, OnStatusCodes: []int{400, 429, 503}}
+	tests := []struct {
+		name string
+		o    Outcome
+		want bool
+	}{
+		{"rate limited 429", Outcome{Status: 429, ErrorType: providers.ErrRateLimited}, true},
+		{"overloaded 503", Outcome{Status: 503, ErrorType: providers.ErrOverloaded}, true},
+		{"unclassified 503", Outcome{Status: 503}, true},
+		{"quota 429", Outcome{Status: 429, ErrorType: providers.ErrQuotaExhausted}, false},
+		{"context 400", Outcome{Status: 400, ErrorType: providers.ErrContextLength}, false},
+		{"content policy 400", Outcome{Status: 400, ErrorType: providers.ErrContentPolicy}, false},
+		{"invalid 400", Outcome{Status: 400, ErrorType: providers.ErrInvalidRequest}, false},
+		{"timeout", Outcome{Status: 408, Cause: CauseTimeout}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Retryable(rc, tt.o); got != tt.want {
+				t.Fatalf("Retryable = %v, want %v", got, tt.want)
 			}
 		})
 	}
