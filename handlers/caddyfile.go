@@ -7,6 +7,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/realtime"
 )
 
 // The handler and its directive are registered together, so importing the
@@ -38,6 +40,9 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		custom_host_allow <loopback|private|link_local|any|CIDR>...
 //		transport http {
 //			<reverse_proxy http transport options>
+//		}
+//		realtime {
+//			<realtime session bounds: see realtime.Config>
 //		}
 //	}
 //
@@ -93,6 +98,11 @@ func (g *Gateway) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			g.Transport = caddyconfig.JSONModuleObject(unm, "protocol", name, nil)
+		case "realtime":
+			g.Realtime = new(realtime.Config)
+			if err := g.Realtime.UnmarshalCaddyfile(d); err != nil {
+				return err
+			}
 		default:
 			return d.Errf("unknown llm_gateway option %q", d.Val())
 		}

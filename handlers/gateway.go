@@ -19,6 +19,7 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/guardrails"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/realtime"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/upstream"
 )
@@ -57,6 +58,9 @@ type Gateway struct {
 	// gen_ai.output.messages) on the attempt spans when tracing is on.
 	// Off by default: prompts and answers may be confidential.
 	TraceContent bool `json:"trace_content,omitempty"`
+	// Realtime bounds the Realtime API's WebSocket sessions
+	// (docs/realtime.md); nil takes the defaults.
+	Realtime *realtime.Config `json:"realtime,omitempty"`
 
 	app *app.App
 	// transports[guarded][tls]: plain and TLS, for trusted and for
@@ -82,6 +86,10 @@ type Gateway struct {
 	routeKey string
 	// budget is the usage-limit stage (budget.go).
 	budget app.BudgetStage
+	// sockets counts each key's open realtime sessions across reloads;
+	// hub holds the sessions this configuration opened (realtime.go).
+	sockets *realtime.Sockets
+	hub     *realtime.Hub
 }
 
 // CaddyModule returns the Caddy module information.
@@ -112,6 +120,12 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 		return err
 	}
 	g.provisionGuardrails()
+	if err := realtime.RegisterMetrics(ctx.GetMetricsRegistry()); err != nil {
+		return err
+	}
+	var releaseSockets func()
+	g.sockets, releaseSockets = realtime.Pool()
+	g.release, g.hub = append(g.release, releaseSockets), &realtime.Hub{}
 	for guarded := range 2 {
 		for tls := range 2 {
 			if g.transports[guarded][tls], err = g.loadTransport(ctx, tls == 1); err != nil {
@@ -206,6 +220,15 @@ func (g *Gateway) loadTransport(ctx caddy.Context, tls bool) (http.RoundTripper,
 
 // Cleanup releases the shared state this handler loaded.
 func (g *Gateway) Cleanup() error {
+	if g.hub != nil {
+		// Open sessions end at once on shutdown (1001), and after the
+		// close delay, if one is set, when a reload replaced this route.
+		delay := g.Realtime.Limits().CloseDelay
+		if caddy.Exiting() {
+			delay = 0
+		}
+		g.hub.Shutdown(delay, !caddy.Exiting() && delay <= 0)
+	}
 	for _, release := range g.release {
 		release()
 	}

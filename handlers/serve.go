@@ -14,6 +14,7 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/realtime"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 )
 
@@ -50,11 +51,19 @@ type flight struct {
 	costKnown bool
 	// filled is set once finish filled the entry.
 	filled bool
+	// socket marks a realtime session: its responses are recorded in
+	// the ledger one by one, the socket itself is not (realtime.go).
+	socket bool
 }
 
 // ServeHTTP implements caddyhttp.MiddlewareHandler. The gateway is
 // terminal: next is never called.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	if realtimeUpgrade(r) {
+		// A browser's key comes as a subprotocol (llm_ratelimit in
+		// front took it already when it runs).
+		realtime.TakeSubprotocolKey(r.Header)
+	}
 	f := g.serveFlight(w, r)
 	if f.res != nil && f.res.abort {
 		// A passed-through answer broke off: break the connection
@@ -104,7 +113,9 @@ func (g *Gateway) endFlight(r *http.Request, f *flight, err error) {
 	f.out.endStream(nil)
 	f.finish()
 	g.claimCharge(r, f)
-	g.app.UsageLedger().Record(&f.entry)
+	if !f.socket {
+		g.app.UsageLedger().Record(&f.entry)
+	}
 	f.entry.Log(r, g.logger)
 	observe.RunDone(r, &f.entry)
 	if f.q != nil && f.q.body != nil {
@@ -138,6 +149,9 @@ func (g *Gateway) serve(r *http.Request, f *flight) error {
 
 // route plans q and runs the plan: the provider's part of the pipeline.
 func (g *Gateway) route(r *http.Request, q *Request, f *flight) error {
+	if realtimeUpgrade(r) {
+		return g.serveRealtime(r, q, f)
+	}
 	var err error
 	if q.Call.Op == providers.OpResponses {
 		// Bounds are checked here, before any provider call, for native

@@ -19,6 +19,7 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/prompts"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/realtime"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 )
 
@@ -61,6 +62,13 @@ var errUnavailable = errors.New("ratelimit: limiter unavailable")
 
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	// A realtime session's responses pass this stage one by one, as
+	// the gateway meters them: it needs the stage's key, and a browser's
+	// key sent as a subprotocol.
+	realtimeSession := r.URL.Path == "/v1/realtime" && realtime.IsUpgrade(r)
+	if realtimeSession {
+		realtime.TakeSubprotocolKey(r.Header)
+	}
 	c := requester{h: h, r: r}
 	v, charge, ok := h.decide(w, r, &c)
 	if !ok {
@@ -69,7 +77,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// The gateway stores which stage admitted a batch's creation, so its
 	// lines pass the same one (see Admit).
 	batch := r.Method == http.MethodPost && r.URL.Path == batchesPath
-	if iss, carries := h.ctl.(issuer); carries && (c.id != nil || batch) {
+	if iss, carries := h.ctl.(issuer); carries && (c.id != nil || batch || realtimeSession) {
 		// llm_gateway takes the caller found here rather than
 		// authenticating the key a second time, and does not reserve the
 		// request on its usage limits again. An unauthenticated request
@@ -80,7 +88,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			st.SetCaller(c.key, c.id)
 			st.MarkBudgeted(charge)
 		}
-		if batch {
+		if batch || realtimeSession {
 			st.SetAdmission(h.key)
 		}
 		r = r.WithContext(handoff.With(r.Context(), st))
