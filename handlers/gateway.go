@@ -153,6 +153,12 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	g.router.Breakers = g.breakers
 	g.router.Loads = loads
 	g.router.Prices = g.app.Prices
+	pins, releasePins, err := g.app.Pins()
+	if err != nil {
+		return err
+	}
+	g.release = append(g.release, releasePins)
+	g.router.Pins = pins
 	g.configs = routing.NewConfigCache(1024)
 	// Managed batch lines run through the pipeline (and egress policy)
 	// of the route that created them; see routeKey.

@@ -186,7 +186,11 @@ func (g *Gateway) run(r *http.Request, q *Request, f *flight) error {
 	if err != nil {
 		return err
 	}
-	rq := &routing.Request{Metadata: q.RouteHeader.Metadata, MetadataRaw: q.RouteHeader.MetadataRaw, Params: q.Call.Body, Path: q.URLPath}
+	rq := &routing.Request{Metadata: q.RouteHeader.Metadata, MetadataRaw: q.RouteHeader.MetadataRaw, Params: q.Call.Body, Path: q.URLPath,
+		Session: sessionHeader(r.Header)}
+	if q.Identity != nil {
+		rq.Scope = q.Identity.WorkspaceID
+	}
 	rr, err := g.router.Run(r.Context(), q.Plan, rq, steps(q, ex, g.cache, gs))
 	f.steps = rr.Steps
 	f.res, f.status, f.done = resultOf(rr.Outcome), rr.Status, rr.Committed
@@ -328,4 +332,18 @@ func newTraceID() string {
 		return uuid.NewString()
 	}
 	return id.String()
+}
+
+// The session header of loadbalance affinity, under both prefixes.
+var sessionHeaders = [2]string{"X-Gateway-Session-Id", "X-Portkey-Session-Id"}
+
+// sessionHeader returns the request's x-gateway-session-id (or its
+// x-portkey- form), "" when it has none.
+func sessionHeader(h http.Header) string {
+	for _, k := range sessionHeaders {
+		if v := h[k]; len(v) > 0 && v[0] != "" {
+			return v[0]
+		}
+	}
+	return ""
 }

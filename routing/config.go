@@ -59,6 +59,18 @@ type Strategy struct {
 	// fallback also moves on when the failed answer's class
 	// (providers.ErrorClass) is listed. Only fallback reads it.
 	OnErrorTypes []providers.ErrorClass `json:"on_error_types,omitempty"`
+	// Affinity is the gateway's extension keeping a session's requests
+	// on one target of a loadbalance node (affinity.go), so the
+	// provider's prompt cache stays warm. Only loadbalance reads it.
+	Affinity *Affinity `json:"affinity,omitempty"`
+}
+
+// Affinity configures session affinity on a loadbalance node.
+type Affinity struct {
+	// TTL is how long, in seconds, a session stays pinned after a replica
+	// last confirmed its pin; 0 means the providers' cache lifetime
+	// (DefaultAffinityTTL).
+	TTL int64 `json:"ttl,omitempty"`
 }
 
 // Condition routes to the target named Then when Query matches.

@@ -110,6 +110,12 @@ type Request struct {
 	MetadataRaw string
 	Params      []byte
 	Path        string
+	// Session is the x-gateway-session-id header, the first session key
+	// affinity reads (session.go).
+	Session string
+	// Scope is the caller's workspace: session keys are hashed within
+	// it, so two tenants sending the same session id never share a pin.
+	Scope string
 }
 
 // Step outcomes, logged per attempt so an operator can see why a request
@@ -182,6 +188,9 @@ type Router struct {
 	// Prices returns the price catalog cheapest reads; nil makes
 	// cheapest draw by weight.
 	Prices func() *cost.Catalog
+	// Pins holds the session pins of loadbalance nodes with affinity
+	// (affinity.go); nil makes affinity a no-op.
+	Pins *PinStore
 	// Now and Sleep are the clock; tests replace them. Sleep must return
 	// early with ctx's error when ctx is done.
 	Now   func() time.Time
@@ -219,6 +228,11 @@ type run struct {
 	// relabel is the index of a failed step the strategy moved on from,
 	// marked as a fallback once a later target is actually tried.
 	relabel int
+	// session is the request's session key hash and its source, read
+	// once by the first node with affinity (sessionRead).
+	session     uint64
+	sessionSrc  string
+	sessionRead bool
 }
 
 // Run executes the plan. The error is an *apierror.Error for routing
@@ -308,8 +322,15 @@ func shouldFallback(s *Strategy, o Outcome) bool {
 // another is picked.
 func (r *run) loadBalance(n *Node) (Outcome, error) {
 	excluded := newChildSet(len(n.Children))
+	pin := r.pinOf(n)
 	for {
-		child, err := r.pick(n, &excluded)
+		var child int
+		var err error
+		if pin.ok {
+			child, err = r.pinnedPick(n, &excluded, &pin)
+		} else {
+			child, err = r.pick(n, &excluded)
+		}
 		if err != nil {
 			return Outcome{}, err
 		}
@@ -322,6 +343,11 @@ func (r *run) loadBalance(n *Node) (Outcome, error) {
 			return Outcome{Status: http.StatusServiceUnavailable, Skipped: true}, nil
 		}
 		o, err := r.node(n.Children[child])
+		if pin.ok && unhealthy(o) {
+			// Re-pinned only when the target is unhealthy: the next
+			// request (or the next pick below) draws a new one.
+			r.rt.Pins.drop(r.ctx, pin.key, child)
+		}
 		if err != nil || !o.Skipped {
 			return o, err
 		}

@@ -22,6 +22,10 @@ func validatePlan(n *Node) error {
 		return apierror.BadRequest(n.Path+".strategy.loadbalance",
 			"%s.strategy.loadbalance: names how a loadbalance strategy picks, and this one's mode is %q", n.Path, n.Strategy.Mode)
 	}
+	if n.Strategy.Affinity != nil && n.Strategy.Mode != ModeLoadBalance {
+		return apierror.BadRequest(n.Path+".strategy.affinity",
+			"%s.strategy.affinity: keeps a session on one target of a loadbalance strategy, and this one's mode is %q", n.Path, n.Strategy.Mode)
+	}
 	switch n.Strategy.Mode {
 	case ModeConditional:
 		if err := validateConditional(n); err != nil {

@@ -1,0 +1,128 @@
+package routing
+
+import (
+	"unsafe"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
+)
+
+// Where a request's session key came from, in the order they are tried
+// (sessionOf). The source is part of the key, so a header value and an
+// equal prompt_cache_key are different sessions.
+const (
+	SessionHeader      = "header"           // x-gateway-session-id
+	SessionMetadata    = "metadata"         // session_id in x-gateway-metadata
+	SessionBody        = "body_metadata"    // the body's metadata.session_id
+	SessionCacheKey    = "prompt_cache_key" // OpenAI's prompt_cache_key
+	SessionConversaton = "conversation"     // the system prompt and first user turn
+)
+
+// sessionFields are the top-level body members sessionOf reads, in one
+// walk of the body.
+var sessionFields = [...]string{"metadata", "prompt_cache_key", "messages", "system", "instructions", "input"}
+
+// FNV-1a, 64 bits: a stable hash, so every replica derives the same pin
+// key from the same session (maphash's seeds differ per process). A
+// collision only makes two sessions share a pin.
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+func fnvString(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnvPrime
+	}
+	// A terminator keeps ("ab","c") and ("a","bc") apart.
+	h ^= 0xff
+	h *= fnvPrime
+	return h
+}
+
+// str views b as a string without copying; the result must not outlive b.
+func str(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// sessionOf returns the hash of req's session key and where it came from,
+// or source "" when the request names no session and has no conversation
+// to derive one from. Tried in order: the x-gateway-session-id header,
+// session_id in the metadata header, the body's metadata.session_id,
+// prompt_cache_key, and last a hash of the system prompt (system,
+// instructions or the first system/developer message) with the first
+// user turn, which every later turn of a conversation resends unchanged.
+// previous_response_id is not a key: it names the previous turn, so it
+// changes every turn. Req.Scope (the caller's workspace) is hashed in
+// first: tenants never share a pin.
+func sessionOf(req *Request) (uint64, string) {
+	if req == nil {
+		return 0, ""
+	}
+	h := fnvString(fnvOffset, req.Scope)
+	if req.Session != "" {
+		return fnvString(fnvString(h, SessionHeader), req.Session), SessionHeader
+	}
+	if v := req.Metadata["session_id"]; v != "" {
+		return fnvString(fnvString(h, SessionMetadata), v), SessionMetadata
+	}
+	if len(req.Params) == 0 {
+		return 0, ""
+	}
+	var raw [len(sessionFields)][]byte
+	jsonlimit.Members(req.Params, sessionFields[:], raw[:])
+	if raw[0] != nil {
+		if v := gjson.Get(str(raw[0]), "session_id"); v.Type == gjson.String && v.Str != "" {
+			return fnvString(fnvString(h, SessionBody), v.Str), SessionBody
+		}
+	}
+	if raw[1] != nil {
+		if v := gjson.Parse(str(raw[1])); v.Type == gjson.String && v.Str != "" {
+			return fnvString(fnvString(h, SessionCacheKey), v.Str), SessionCacheKey
+		}
+	}
+	var system, user string
+	if raw[2] != nil { // chat completions and Anthropic messages
+		system, user = firstTurns(str(raw[2]))
+	} else if raw[5] != nil { // Responses
+		in := gjson.Parse(str(raw[5]))
+		if in.Type == gjson.String {
+			user = in.Raw
+		} else {
+			system, user = firstTurns(in.Raw)
+		}
+	}
+	for _, i := range [2]int{3, 4} { // system, instructions
+		if raw[i] != nil {
+			system = str(raw[i])
+		}
+	}
+	if user == "" {
+		return 0, ""
+	}
+	h = fnvString(h, SessionConversaton)
+	return fnvString(fnvString(h, system), user), SessionConversaton
+}
+
+// firstTurns returns the raw content of the first system (or developer)
+// message and of the first user message of a messages array.
+func firstTurns(messages string) (system, user string) {
+	gjson.Parse(messages).ForEach(func(_, m gjson.Result) bool {
+		switch m.Get("role").Str {
+		case "system", "developer":
+			if system == "" {
+				system = m.Get("content").Raw
+			}
+		case "user":
+			user = m.Get("content").Raw
+			return false
+		}
+		return true
+	})
+	return system, user
+}
