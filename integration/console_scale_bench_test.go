@@ -105,9 +105,9 @@ func sqlQueries(b *testing.B, path string) {
 	}
 	defer db.Close()
 	for _, q := range []struct{ name, sql string }{
-		{"sql-count", "SELECT COUNT(*) FROM llm_ledger WHERE organisation_id = ?"},
-		{"sql-page", "SELECT COUNT(*) FROM (SELECT id FROM llm_ledger WHERE organisation_id = ? ORDER BY ts DESC, id DESC LIMIT 50)"},
-		{"sql-count-capped", "SELECT COUNT(*) FROM (SELECT 1 FROM llm_ledger WHERE organisation_id = ? LIMIT 10001)"},
+		{"sql-count", "SELECT COUNT(*) FROM llm_ledger WHERE organisation_d = " + orgDim},
+		{"sql-page", "SELECT COUNT(*) FROM (SELECT id FROM llm_ledger WHERE organisation_d = " + orgDim + " ORDER BY ts DESC, id DESC LIMIT 50)"},
+		{"sql-count-capped", "SELECT COUNT(*) FROM (SELECT 1 FROM llm_ledger WHERE organisation_d = " + orgDim + " LIMIT 10001)"},
 	} {
 		b.Run(q.name, func(b *testing.B) {
 			for b.Loop() {
@@ -119,6 +119,9 @@ func sqlQueries(b *testing.B, path string) {
 		})
 	}
 }
+
+// orgDim is the admin's organisation as the records hold it.
+const orgDim = "(SELECT id FROM llm_ledger_dim WHERE value = '" + keysOrg + "')"
 
 func envInt(b *testing.B, name string, def int) int {
 	if v := os.Getenv(name); v != "" {
@@ -169,18 +172,30 @@ func seedLedger(b *testing.B, path string, n int) {
 		b.Fatal(err)
 	}
 	defer db.Close()
-	const q = `INSERT INTO llm_ledger (ts, trace_id, api_key, workspace_id, organisation_id, virtual_key, config_id, provider, model,
-		operation, status, stream, input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, cost_nano_usd,
-		latency_us, ttft_us, cache_state, retries, metadata)
+	// The records' names are ids of the ledger's dictionary (ledger
+	// migration 8): the names are added first, then read by value.
+	const names = `INSERT INTO llm_ledger_dim (value) SELECT v FROM (
+		WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < 1000)
+		SELECT printf('svc-%07d', i) AS v FROM n UNION SELECT ? UNION SELECT ? UNION SELECT 'fake' UNION SELECT ''
+		UNION SELECT 'openai' UNION SELECT 'gpt-4o-mini' UNION SELECT 'gpt-4o' UNION SELECT 'o3-mini' UNION SELECT 'MISS')
+	WHERE true ON CONFLICT (value) DO NOTHING`
+	if _, err := db.Exec(names, keysWorkspace, keysOrg); err != nil {
+		b.Fatalf("adding the records' names: %v", err)
+	}
+	dim := func(v string) string { return "(SELECT id FROM llm_ledger_dim WHERE value = '" + v + "')" }
+	q := `INSERT INTO llm_ledger (ts, trace_id, key_d, workspace_d, organisation_d, virtual_key_d, config_d, provider_d, model_d,
+		cache_state_d, status, input_tokens, output_tokens, cost_nano_usd, latency_us, error_type, metadata, detail)
 	WITH RECURSIVE n(i) AS (SELECT ? UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?)
-	SELECT ? + i * 1000000, printf('%032x', i), printf('svc-%07d', i % 1000), ?, ?, 'fake', '', 'openai',
-		CASE i % 3 WHEN 0 THEN 'gpt-4o-mini' WHEN 1 THEN 'gpt-4o' ELSE 'o3-mini' END, 'chat.completions',
-		CASE WHEN i % 50 = 0 THEN 500 ELSE 200 END, 0, 10 + i % 100, 20, 0, 0, 0, 1500 + i % 7, 120000 + i % 1000, NULL, 'MISS', 0, '{}'
+	SELECT ? + i * 1000000, printf('%032x', i), (SELECT id FROM llm_ledger_dim WHERE value = printf('svc-%07d', i % 1000)),
+		` + dim(keysWorkspace) + `, ` + dim(keysOrg) + `, ` + dim("fake") + `, ` + dim("") + `, ` + dim("openai") + `,
+		CASE i % 3 WHEN 0 THEN ` + dim("gpt-4o-mini") + ` WHEN 1 THEN ` + dim("gpt-4o") + ` ELSE ` + dim("o3-mini") + ` END,
+		` + dim("MISS") + `, CASE WHEN i % 50 = 0 THEN 500 ELSE 200 END, 10 + i % 100, 20, 1500 + i % 7, 120000 + i % 1000,
+		NULL, '{}', '{"op":"chat.completions"}'
 	FROM n`
 	first := time.Now().Add(-time.Duration(n) * time.Second).UnixMicro()
 	const batch = 500_000
 	for lo := 0; lo < n; lo += batch {
-		if _, err := db.Exec(q, lo, min(lo+batch, n), first, keysWorkspace, keysOrg); err != nil {
+		if _, err := db.Exec(q, lo, min(lo+batch, n), first); err != nil {
 			b.Fatalf("inserting records %d…: %v", lo, err)
 		}
 	}

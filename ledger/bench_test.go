@@ -214,3 +214,57 @@ func BenchmarkTraceLookup(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMigrateNarrow1M is migration 8 over 1,000,000 records of the
+// step-7 schema (four workspaces and keys, three models, client trace
+// ids, metadata): the one-time copy a start waits for when it upgrades.
+// Run it with -benchtime 1x.
+func BenchmarkMigrateNarrow1M(b *testing.B) {
+	for _, st := range stores {
+		b.Run(st.name, func(b *testing.B) {
+			const total = 1_000_000
+			for b.Loop() {
+				b.StopTimer()
+				dsn := st.dsn(b)
+				all := migrations
+				migrations = all[:7]
+				old, err := openMigrated(context.Background(), dsn)
+				migrations = all
+				if err != nil {
+					b.Fatal(err)
+				}
+				q := `INSERT INTO llm_ledger (ts, trace_id, api_key, workspace_id, organisation_id, virtual_key, config_id,
+					provider, model, operation, status, stream, input_tokens, output_tokens, cached_tokens, cache_write_tokens,
+					reasoning_tokens, cost_nano_usd, latency_us, ttft_us, cache_state, retries, metadata, trace_bucket, trace_hash)
+					SELECT 1772366400000000 + i * 2600000, 'trace-' || i, 'key-ws-' || (i % 4), 'ws-' || (i % 4), 'org', '', '',
+					'openai', CASE i % 3 WHEN 0 THEN 'gpt-4o' WHEN 1 THEN 'claude' ELSE 'llama' END, 'chat.completions', 200, 0,
+					10, 5, 0, 0, 0, 1000 + i % 97, 120000, NULL, 'MISS', 0, '{"_user":"u' || (i % 50) || '"}', i % 64, i * 7919
+					FROM ` + seriesSQL(old.Postgres(), total)
+				if _, err := old.db.Exec(q); err != nil {
+					b.Fatal(err)
+				}
+				old.Close()
+				meter := &cpuMeter{}
+				b.StartTimer()
+				meter.start()
+				db := openTest(b, dsn)
+				meter.stop()
+				b.StopTimer()
+				var n int64
+				if err := db.db.QueryRow("SELECT COUNT(*) FROM llm_ledger").Scan(&n); err != nil || n != total {
+					b.Fatalf("%d records after the migration (%v)", n, err)
+				}
+				b.ReportMetric(float64(meter.self.Milliseconds()), "gateway-cpu-ms")
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+// seriesSQL is a table of the integers 0 to n-1 as column i.
+func seriesSQL(postgres bool, n int) string {
+	if postgres {
+		return fmt.Sprintf("generate_series(0, %d) AS s(i)", n-1)
+	}
+	return fmt.Sprintf("(WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i + 1 < %d) SELECT i FROM c)", n)
+}

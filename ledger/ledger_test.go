@@ -109,6 +109,12 @@ func TestFromEntry(t *testing.T) {
 					t.Errorf("%+v", r)
 				}
 			}},
+		{"provider error class", observe.Entry{Start: start, Status: 400, ErrorType: string(providers.ErrContextLength)},
+			func(t *testing.T, r *Record) {
+				if r.ErrorType != "context_length_exceeded" {
+					t.Errorf("error type %q", r.ErrorType)
+				}
+			}},
 		{"unpriced usage", observe.Entry{Start: start, Usage: &providers.Usage{PromptTokens: 1}},
 			func(t *testing.T, r *Record) {
 				if r.CostKnown {

@@ -57,7 +57,35 @@ func ValidMetadataKey(k string) bool {
 // where builds the FROM and WHERE clauses of f over the records, and
 // their arguments.
 func (s *DB) where(f *Filter) (string, []any, error) {
-	return s.whereIn(f, source{table: "llm_ledger", ts: "ts", from: f.From, to: f.To})
+	return s.whereIn(f, source{table: "llm_ledger", ts: "ts", from: f.From, to: f.To, coded: true})
+}
+
+// codedColumn is the records' column of each name a filter or grouping
+// uses by its text column (the rollup's).
+var codedColumn = map[string]string{"api_key": "key_d", "workspace_id": "workspace_d", "organisation_id": "organisation_d",
+	"virtual_key": "virtual_key_d", "config_id": "config_d", "provider": "provider_d", "model": "model_d",
+	"cache_state": "cache_state_d"}
+
+// eq is the condition that src's column of name is the next argument.
+func (src source) eq(name string) string {
+	if src.coded {
+		return dimEq(codedColumn[name])
+	}
+	return name + " = ?"
+}
+
+// in is the condition that src's column of name is one of the next n
+// arguments.
+func (src source) in(name string, n int) string {
+	if n == 1 {
+		// As an equality, one value lets the planner read an index on
+		// the column in time order (one key's logs, newest first).
+		return src.eq(name)
+	}
+	if src.coded {
+		return dimIn(codedColumn[name], n)
+	}
+	return name + " IN (" + placeholders(n) + ")"
 }
 
 // whereIn builds the FROM and WHERE clauses of f for the part of its
@@ -96,12 +124,12 @@ func (s *DB) whereIn(f *Filter, src source) (string, []any, error) {
 	}
 	switch {
 	case f.Workspace != "":
-		conds, args = append(conds, "workspace_id = ?"), append(args, f.Workspace)
+		conds, args = append(conds, src.eq("workspace_id")), append(args, f.Workspace)
 		if f.Organisation != "" {
-			conds, args = append(conds, "organisation_id = ?"), append(args, f.Organisation)
+			conds, args = append(conds, src.eq("organisation_id")), append(args, f.Organisation)
 		}
 	case f.Organisation != "":
-		conds, args = append(conds, "organisation_id = ?"), append(args, f.Organisation)
+		conds, args = append(conds, src.eq("organisation_id")), append(args, f.Organisation)
 	default:
 		return "", nil, ErrNoScope
 	}
@@ -115,7 +143,7 @@ func (s *DB) whereIn(f *Filter, src source) (string, []any, error) {
 		if len(vals) == 0 {
 			return
 		}
-		conds = append(conds, col+" IN ("+strings.TrimSuffix(strings.Repeat("?, ", len(vals)), ", ")+")")
+		conds = append(conds, src.in(col, len(vals)))
 		for _, v := range vals {
 			args = append(args, v)
 		}
@@ -127,7 +155,7 @@ func (s *DB) whereIn(f *Filter, src source) (string, []any, error) {
 	in("config_id", f.Configs)
 	in("cache_state", f.CacheStates)
 	if len(f.Statuses) > 0 {
-		conds = append(conds, "status IN ("+strings.TrimSuffix(strings.Repeat("?, ", len(f.Statuses)), ", ")+")")
+		conds = append(conds, "status IN ("+placeholders(len(f.Statuses))+")")
 		for _, v := range f.Statuses {
 			args = append(args, v)
 		}
@@ -159,8 +187,7 @@ func (s *DB) Logs(ctx context.Context, f *Filter, limit, offset int) (recs []Rec
 	if err != nil {
 		return nil, 0, false, err
 	}
-	count := "SELECT COUNT(*) FROM (SELECT 1" + where + " LIMIT ?) selected"
-	if err := s.db.QueryRowContext(ctx, s.d.bind(count), append(args, MaxLogsTotal+1)...).Scan(&total); err != nil {
+	if err := s.db.QueryRowContext(ctx, s.d.bind(logsCountSQL(where)), append(args, MaxLogsTotal+1)...).Scan(&total); err != nil {
 		return nil, 0, false, err
 	}
 	if total > MaxLogsTotal {
@@ -172,8 +199,7 @@ func (s *DB) Logs(ctx context.Context, f *Filter, limit, offset int) (recs []Rec
 
 // logsPage reads one page of the records a where clause selects.
 func (s *DB) logsPage(ctx context.Context, where string, args []any, limit, offset int) ([]Record, error) {
-	q := "SELECT id, " + columns + where + " ORDER BY ts DESC, id DESC LIMIT ? OFFSET ?"
-	rows, err := s.db.QueryContext(ctx, s.d.bind(q), append(args, limit, offset)...)
+	rows, err := s.db.QueryContext(ctx, s.d.bind(logsPageSQL(where)), append(args, limit, offset)...)
 	if err != nil {
 		return nil, err
 	}
@@ -181,26 +207,22 @@ func (s *DB) logsPage(ctx context.Context, where string, args []any, limit, offs
 	var out []Record
 	for rows.Next() {
 		var (
-			r          Record
-			ts, lat    int64
-			stream     int
-			cost, ttft sql.NullInt64
-			md         string
-			batch, cid sql.NullString
-			estimated  int
+			r                   Record
+			ts, lat             int64
+			cost                sql.NullInt64
+			md, detail          string
+			batch, cid, errType sql.NullString
 		)
 		if err := rows.Scan(&r.ID, &ts, &r.TraceID, &r.APIKey, &r.Workspace, &r.Organisation, &r.VirtualKey,
-			&r.ConfigID, &r.Provider, &r.Model, &r.Operation, &r.Status, &stream, &r.InputTokens,
-			&r.OutputTokens, &r.CachedTokens, &r.CacheWriteTokens, &r.ReasoningTokens, &cost, &lat, &ttft,
-			&r.CacheState, &r.Retries, &md, &batch, &cid, &estimated); err != nil {
+			&r.ConfigID, &r.Provider, &r.Model, &r.CacheState, &r.Status, &r.InputTokens, &r.OutputTokens,
+			&cost, &lat, &errType, &md, &detail, &batch, &cid); err != nil {
 			return nil, err
 		}
-		r.BatchID, r.CustomID, r.Estimated = batch.String, cid.String, estimated != 0
+		r.BatchID, r.CustomID, r.ErrorType = batch.String, cid.String, errType.String
 		r.Time = time.UnixMicro(ts).UTC()
-		r.Stream = stream != 0
 		r.CostNanoUSD, r.CostKnown = cost.Int64, cost.Valid
 		r.Latency = time.Duration(lat) * time.Microsecond
-		r.TTFT = time.Duration(ttft.Int64) * time.Microsecond
+		readDetail(&r, detail)
 		if md != "{}" && md != "" {
 			_ = json.Unmarshal([]byte(md), &r.Metadata)
 		}
@@ -208,6 +230,30 @@ func (s *DB) logsPage(ctx context.Context, where string, args []any, limit, offs
 	}
 	return out, rows.Err()
 }
+
+// logsPageSQL is the query of a page of logs, newest first, of the
+// records a where clause selects; its last arguments are the limit and
+// offset.
+func logsPageSQL(where string) string {
+	return "SELECT " + logColumns + where + " ORDER BY ts DESC, llm_ledger.id DESC LIMIT ? OFFSET ?"
+}
+
+// logsCountSQL counts, up to its last argument, the records a where
+// clause selects.
+func logsCountSQL(where string) string {
+	return "SELECT COUNT(*) FROM (SELECT 1" + where + " LIMIT ?) selected"
+}
+
+// logColumns are what a page of logs reads, in logsPage's order: the
+// names through the dictionary.
+var logColumns = func() string {
+	names := make([]string, 0, nDims)
+	for _, c := range dimColumns {
+		names = append(names, dimName("llm_ledger", c))
+	}
+	return "llm_ledger.id, ts, trace_id, " + strings.Join(names, ", ") +
+		", status, input_tokens, output_tokens, cost_nano_usd, latency_us, error_type, metadata, detail, batch_id, custom_id"
+}()
 
 // Totals are sums over a set of records.
 type Totals struct {
@@ -226,15 +272,16 @@ type Totals struct {
 	LastSeen     int64
 }
 
-// aggregates are the SELECT expressions Totals scans, in order.
+// aggregates are the SELECT expressions Totals scans, in order, over the
+// records (the rollup's are rollupAggregates).
 const aggregates = "COUNT(*), " +
 	"CAST(COALESCE(SUM(CASE WHEN status >= 400 THEN 1 ELSE 0 END), 0) AS BIGINT), " +
 	"CAST(COALESCE(SUM(cost_nano_usd), 0) AS BIGINT), " +
 	"CAST(COALESCE(SUM(CASE WHEN cost_nano_usd IS NULL THEN 1 ELSE 0 END), 0) AS BIGINT), " +
 	"CAST(COALESCE(SUM(input_tokens), 0) AS BIGINT), CAST(COALESCE(SUM(output_tokens), 0) AS BIGINT), " +
 	"CAST(COALESCE(SUM(latency_us), 0) AS BIGINT), " +
-	"CAST(COALESCE(SUM(CASE WHEN cache_state = 'HIT' THEN 1 ELSE 0 END), 0) AS BIGINT), " +
-	"CAST(COALESCE(SUM(CASE WHEN cache_state = 'SEMANTIC HIT' THEN 1 ELSE 0 END), 0) AS BIGINT), " +
+	"CAST(COALESCE(SUM(CASE WHEN cache_state_d = (SELECT id FROM llm_ledger_dim WHERE value = 'HIT') THEN 1 ELSE 0 END), 0) AS BIGINT), " +
+	"CAST(COALESCE(SUM(CASE WHEN cache_state_d = (SELECT id FROM llm_ledger_dim WHERE value = 'SEMANTIC HIT') THEN 1 ELSE 0 END), 0) AS BIGINT), " +
 	"COALESCE(MIN(ts), 0), COALESCE(MAX(ts), 0)"
 
 func (t *Totals) dest() []any {
@@ -339,11 +386,8 @@ func (s *DB) Groups(ctx context.Context, f *Filter, by, metaKey string, limit, o
 	if metaKey != "" {
 		return s.metadataGroups(ctx, f, metaKey, limit, offset)
 	}
-	expr := by
 	switch by {
-	case ByStatus:
-		expr = "CAST(status AS TEXT)"
-	case ByModel, ByAPIKey, ByWorkspace, ByProvider, ByConfig, ByVirtual:
+	case ByStatus, ByModel, ByAPIKey, ByWorkspace, ByProvider, ByConfig, ByVirtual:
 	default:
 		return nil, 0, errors.New("ledger: unknown grouping")
 	}
@@ -355,7 +399,16 @@ func (s *DB) Groups(ctx context.Context, f *Filter, by, metaKey string, limit, o
 		if err != nil {
 			return nil, 0, err
 		}
-		q := "SELECT " + expr + ", " + src.aggregates + where + " GROUP BY 1"
+		// The records group by the name's number, read through the
+		// dictionary once a group; the rollup by the name itself.
+		expr, group := by, "1"
+		switch {
+		case by == ByStatus:
+			expr = "CAST(status AS TEXT)"
+		case src.coded:
+			expr, group = dimName(src.table, codedColumn[by]), src.table+"."+codedColumn[by]
+		}
+		q := "SELECT " + expr + ", " + src.aggregates + where + " GROUP BY " + group
 		rows, err := s.db.QueryContext(ctx, s.d.bind(q), args...)
 		if err != nil {
 			return nil, 0, err

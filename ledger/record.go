@@ -77,6 +77,10 @@ type Record struct {
 	// Estimated marks tokens and cost estimated by the gateway: a stream
 	// that ended before the provider reported its usage.
 	Estimated bool `json:"estimated,omitempty"`
+	// ErrorType is the class of the provider's error answer the client
+	// got (providers.ErrorClass: context_length_exceeded, rate_limited,
+	// …), empty when it got none; the log entry's error_type.
+	ErrorType string `json:"error_type,omitempty"`
 }
 
 // TotalTokens is input plus output tokens.
@@ -108,6 +112,7 @@ func (r *Record) FromEntry(e *observe.Entry, now time.Time) {
 		BatchID:      bound(e.BatchID),
 		CustomID:     bound(e.CustomID),
 		Estimated:    e.UsageEstimated && e.Usage != nil,
+		ErrorType:    bound(e.ErrorType),
 	}
 	if !e.FirstByte.IsZero() {
 		r.TTFT = e.FirstByte.Sub(e.Start)

@@ -151,6 +151,9 @@ const rollupAggregates = "CAST(COALESCE(SUM(requests), 0) AS BIGINT), " +
 type source struct {
 	table, ts, aggregates string
 	from, to              time.Time
+	// coded is set for the records, whose names are dictionary ids;
+	// the rollup keeps the names.
+	coded bool
 }
 
 // sources splits f's time range for a query by the given bucket: the
@@ -158,7 +161,7 @@ type source struct {
 // end from the records. Filters the rollup cannot answer (trace id,
 // metadata), or a bucket that is not whole hours, read every record.
 func sources(f *Filter, bucket time.Duration) []source {
-	raw := source{table: "llm_ledger", ts: "ts", aggregates: aggregates, from: f.From, to: f.To}
+	raw := source{table: "llm_ledger", ts: "ts", aggregates: aggregates, from: f.From, to: f.To, coded: true}
 	if f.TraceID != "" || f.ID != 0 || len(f.Metadata) > 0 || bucket%rollupHour != 0 {
 		return []source{raw}
 	}

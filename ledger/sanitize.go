@@ -41,7 +41,7 @@ func cleanText(s string) string {
 // characters are longer than the bytes they replace.
 func cleanRecord(r *Record) {
 	for _, f := range []*string{&r.TraceID, &r.APIKey, &r.Workspace, &r.Organisation, &r.VirtualKey,
-		&r.ConfigID, &r.Provider, &r.Model, &r.Operation, &r.CacheState, &r.BatchID, &r.CustomID} {
+		&r.ConfigID, &r.Provider, &r.Model, &r.Operation, &r.CacheState, &r.BatchID, &r.CustomID, &r.ErrorType} {
 		if c := cleanText(*f); c != *f {
 			*f = bound(c)
 		}

@@ -93,8 +93,8 @@ func TestSweepUsesOrganisationIndex(t *testing.T) {
 		sql  string
 		args []any
 	}{
-		{"SELECT MIN(organisation_id) FROM llm_ledger WHERE organisation_id > ?", []any{"org"}},
-		{"DELETE FROM llm_ledger WHERE organisation_id = ? AND ts < ?", []any{"org", 1}},
+		{"SELECT MIN(organisation_d) FROM llm_ledger WHERE organisation_d > ?", []any{1}},
+		{"DELETE FROM llm_ledger WHERE organisation_d = ? AND ts < ?", []any{1, 1}},
 	} {
 		plan := queryPlan(t, db, q.sql, q.args...)
 		if !strings.Contains(plan, "USING INDEX llm_ledger_org_ts") && !strings.Contains(plan, "USING COVERING INDEX llm_ledger_org_ts") ||

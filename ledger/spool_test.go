@@ -2,8 +2,10 @@ package ledger
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -87,7 +89,7 @@ func numbered(ws string, from, n int) []Record {
 // the database stored them (by id).
 func traces(t *testing.T, db *DB, ws string) []string {
 	t.Helper()
-	rows, err := db.db.Query(db.d.bind("SELECT trace_id FROM llm_ledger WHERE workspace_id = ? ORDER BY id"), ws)
+	rows, err := db.db.Query(db.d.bind("SELECT trace_id FROM llm_ledger WHERE "+dimEq("workspace_d")+" ORDER BY id"), ws)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,5 +374,28 @@ func TestSpoolDefaultHoldsAnHour(t *testing.T) {
 	if _, err := readFrame(appendFrame(nil, &r), &back); err != nil || back.Model != r.Model || back.Metadata["env"] != "production" ||
 		back.Latency != r.Latency || !back.Time.Equal(r.Time) || !back.Stream || back.CachedTokens != 1024 {
 		t.Errorf("round trip: %+v %v", back, err)
+	}
+}
+
+// TestSpoolFrameVersions: a frame keeps the error type (version 2), and
+// a version-1 frame an older gateway left in the spool still reads, its
+// record without one.
+func TestSpoolFrameVersions(t *testing.T) {
+	r := numbered("w", 1, 1)[0]
+	r.ErrorType = "content_policy"
+	var back Record
+	if _, err := readFrame(appendFrame(nil, &r), &back); err != nil || back.ErrorType != "content_policy" || back.TraceID != r.TraceID {
+		t.Fatalf("version 2: %+v %v", back, err)
+	}
+	// Version 1 is version 2 without the error type's bytes.
+	r.ErrorType = ""
+	v2 := appendFrame(nil, &r)
+	p := append([]byte{1}, v2[frameHeader+1:len(v2)-1]...)
+	v1 := binary.LittleEndian.AppendUint32(nil, uint32(len(p)))
+	v1 = binary.LittleEndian.AppendUint32(v1, crc32.Checksum(p, castagnoli))
+	v1 = append(v1, p...)
+	back = Record{}
+	if n, err := readFrame(v1, &back); err != nil || n != len(v1) || back.TraceID != r.TraceID || back.ErrorType != "" {
+		t.Fatalf("version 1: %d %+v %v", n, back, err)
 	}
 }

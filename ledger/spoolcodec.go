@@ -11,16 +11,19 @@ import (
 // A spooled record is one frame: its payload's length (4 bytes, little
 // endian), the payload's CRC-32C (4 bytes), then the payload: a version
 // byte, the record's fields as varints and length-prefixed strings, and
-// its metadata pairs in key order. A frame cut short or whose checksum
+// its metadata pairs in key order, then (version 2) the error type. A
+// frame cut short or whose checksum
 // does not match (the process died while writing it) ends its segment.
 
 // frameHeader is the bytes a frame adds to its payload.
 const frameHeader = 8
 
-// spoolVersion is the payload's format.
-const spoolVersion = 1
+// spoolVersion is the payload's format written: 2 added the error type
+// after the metadata. Frames of version 1, which an older gateway left
+// in the spool, are read too (no error type).
+const spoolVersion = 2
 
-// maxFrame bounds a payload read back: a record holds at most 15 fields
+// maxFrame bounds a payload read back: a record holds at most 16 fields
 // of MaxField bytes and 32 metadata pairs (MaxMetadataKey and
 // MaxMetadataValue), so anything longer is a damaged length.
 const maxFrame = 1 << 16
@@ -67,6 +70,8 @@ func appendFrame(b []byte, r *Record) []byte {
 			b = append(b, v...)
 		}
 	}
+	b = binary.AppendUvarint(b, uint64(len(r.ErrorType)))
+	b = append(b, r.ErrorType...)
 	payload := b[start+frameHeader:]
 	binary.LittleEndian.PutUint32(b[start:], uint32(len(payload)))
 	binary.LittleEndian.PutUint32(b[start+4:], crc32.Checksum(payload, castagnoli))
@@ -96,7 +101,7 @@ func readFrame(b []byte, r *Record) (int, error) {
 		return 0, errBadFrame
 	}
 	p := b[frameHeader : frameHeader+n]
-	if crc32.Checksum(p, castagnoli) != binary.LittleEndian.Uint32(b[4:]) || p[0] != spoolVersion {
+	if crc32.Checksum(p, castagnoli) != binary.LittleEndian.Uint32(b[4:]) || p[0] < 1 || p[0] > spoolVersion {
 		return 0, errBadFrame
 	}
 	d := decoder{b: p[1:]}
@@ -121,6 +126,9 @@ func readFrame(b []byte, r *Record) (int, error) {
 			k := d.str()
 			r.Metadata[k] = d.str()
 		}
+	}
+	if p[0] >= 2 {
+		r.ErrorType = d.str()
 	}
 	if d.bad {
 		return 0, errBadFrame

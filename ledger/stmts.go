@@ -12,8 +12,8 @@ import (
 // sizes are maxChunk or a power of two below it (rowChunk), so at most
 // eight shapes of each statement are ever prepared.
 
-// maxChunk is the most rows one INSERT carries: 128 rows of 26 columns
-// are 3,328 parameters, well below both databases' limits.
+// maxChunk is the most rows one INSERT carries: 128 rows of 22 columns
+// are 2,816 parameters, well below both databases' limits.
 const maxChunk = 128
 
 // rowChunk is the size of the next chunk of a batch with rest rows left:
@@ -55,6 +55,13 @@ type stmts map[stmtKey]*sql.Stmt
 // preparing on the pool while a transaction holds its only connection
 // (":memory:") would wait forever.
 func (s *DB) prepare(ctx context.Context) error {
+	if !s.d.postgres && !s.memory && s.wconn == nil {
+		c, err := s.db.Conn(ctx)
+		if err != nil {
+			return err
+		}
+		s.wconn = c
+	}
 	s.stmts = make(stmts, 17)
 	s.sqlText = make(map[stmtKey]string, 17)
 	keys := []stmtKey{{stmtInsertLine, 1}}
@@ -67,6 +74,10 @@ func (s *DB) prepare(ctx context.Context) error {
 		if s.d.postgres {
 			continue
 		}
+		// Prepared on the pool, not on the writer's connection: a
+		// transaction re-prepares a statement of a sql.Conn every time
+		// (Tx.StmtContext), while one of the pool is prepared once on
+		// each connection it runs on and kept.
 		st, err := s.db.PrepareContext(ctx, q)
 		if err != nil {
 			return err

@@ -44,6 +44,15 @@ type DB struct {
 	// the statements; until then writes and queries answer ErrNotReady.
 	ready  atomic.Bool
 	connMu sync.Mutex
+	// dims caches the dictionary (dims.go).
+	dims dimCache
+	// wconn is the SQLite writer's own connection (nil for PostgreSQL
+	// and ":memory:", whose one connection is everyone's); wmu is held
+	// while a transaction uses it.
+	wconn *sql.Conn
+	wmu   sync.Mutex
+	// memory is a private in-memory SQLite database.
+	memory bool
 }
 
 // Ping reports whether the database answers within ctx and its schema
@@ -174,6 +183,7 @@ func OpenDeferred(dsn string) (*DB, error) {
 		case err == nil && dsn == ":memory:":
 			// Each connection of :memory: is its own database.
 			db.SetMaxOpenConns(1)
+			out.memory = true
 		case err == nil:
 			// Each connection has its own page cache: the writer and
 			// seven readers bound the ledger's memory to 128 MB.
@@ -231,6 +241,9 @@ func (s *DB) migrateRetrying(ctx context.Context) error {
 // Close closes the database.
 func (s *DB) Close() error {
 	s.closeStmts()
+	if s.wconn != nil {
+		s.wconn.Close()
+	}
 	return s.db.Close()
 }
 
@@ -238,12 +251,12 @@ func (s *DB) Close() error {
 func (s *DB) Postgres() bool { return s.d.postgres }
 
 // columns are the record columns, in order: what a batch line's INSERT
-// writes and the logs read.
-const columns = "ts, trace_id, api_key, workspace_id, organisation_id, virtual_key, config_id, provider, model, operation, " +
-	"status, stream, input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, " +
-	"cost_nano_usd, latency_us, ttft_us, cache_state, retries, metadata, batch_id, custom_id, estimated"
+// writes. The names are dictionary ids (dimColumns); detail holds the
+// columns no query reads (rowjson.go).
+const columns = "ts, trace_id, key_d, workspace_d, organisation_d, virtual_key_d, config_d, provider_d, model_d, cache_state_d, " +
+	"status, input_tokens, output_tokens, cost_nano_usd, latency_us, error_type, metadata, detail, batch_id, custom_id"
 
-const nColumns = 26
+const nColumns = 20
 
 // insertColumns are what an INSERT writes beyond columns: the trace key
 // (traceKey), which the logs do not read.
@@ -255,9 +268,8 @@ const (
 // bulkColumns are columns without a batch line's two, which the bulk
 // INSERT of other records leaves NULL: two binds fewer a record (each
 // takes SQLite's connection mutex in modernc's driver).
-const bulkColumns = "ts, trace_id, api_key, workspace_id, organisation_id, virtual_key, config_id, provider, model, operation, " +
-	"status, stream, input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens, " +
-	"cost_nano_usd, latency_us, ttft_us, cache_state, retries, metadata, estimated"
+const bulkColumns = "ts, trace_id, key_d, workspace_d, organisation_d, virtual_key_d, config_d, provider_d, model_d, cache_state_d, " +
+	"status, input_tokens, output_tokens, cost_nano_usd, latency_us, error_type, metadata, detail"
 
 const nBulkColumns = nColumns - 2
 
@@ -278,16 +290,16 @@ func (s *DB) Sweep(ctx context.Context, before time.Time) (int64, error) {
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 	var (
 		deleted int64
-		org     sql.NullString
+		org     sql.NullInt64
 	)
-	next := "SELECT MIN(organisation_id) FROM llm_ledger"
+	next := "SELECT MIN(organisation_d) FROM llm_ledger"
 	if err := tx.QueryRowContext(ctx, next).Scan(&org); err != nil {
 		return 0, err
 	}
-	del := s.d.bind("DELETE FROM llm_ledger WHERE organisation_id = ? AND ts < ?")
-	next = s.d.bind(next + " WHERE organisation_id > ?")
+	del := s.d.bind("DELETE FROM llm_ledger WHERE organisation_d = ? AND ts < ?")
+	next = s.d.bind(next + " WHERE organisation_d > ?")
 	for org.Valid {
-		res, err := tx.ExecContext(ctx, del, org.String, cutoff)
+		res, err := tx.ExecContext(ctx, del, org.Int64, cutoff)
 		if err != nil {
 			return 0, err
 		}
@@ -296,7 +308,7 @@ func (s *DB) Sweep(ctx context.Context, before time.Time) (int64, error) {
 			return 0, err
 		}
 		deleted += n
-		if err := tx.QueryRowContext(ctx, next, org.String).Scan(&org); err != nil {
+		if err := tx.QueryRowContext(ctx, next, org.Int64).Scan(&org); err != nil {
 			return 0, err
 		}
 	}

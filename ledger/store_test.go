@@ -18,7 +18,7 @@ func TestStoreRoundTripAndScope(t *testing.T) {
 			a.Stream, a.TTFT, a.Retries, a.CacheState, a.VirtualKey = true, 30*time.Millisecond, 2, "MISS", "vk"
 			a.CachedTokens, a.CacheWriteTokens, a.ReasoningTokens = 3, 4, 5
 			unknown := rec("ws-a", time.Minute, "mystery", 200, 0)
-			unknown.CostKnown = false
+			unknown.CostKnown, unknown.Status, unknown.ErrorType = false, 429, "rate_limited"
 			other := rec("ws-b", 0, "gpt-4o", 200, 999)
 			if err := db.Insert(ctx, []Record{a, unknown, other}); err != nil {
 				t.Fatal(err)
@@ -30,8 +30,11 @@ func TestStoreRoundTripAndScope(t *testing.T) {
 			if total != 2 || len(got) != 2 {
 				t.Fatalf("ws-a sees %d records (total %d), want its 2", len(got), total)
 			}
-			if got[0].Model != "mystery" || got[0].CostKnown {
-				t.Errorf("newest first with unknown cost: got %+v", got[0])
+			if got[0].Model != "mystery" || got[0].CostKnown || got[0].ErrorType != "rate_limited" {
+				t.Errorf("newest first with unknown cost and its error type: got %+v", got[0])
+			}
+			if got[1].ErrorType != "" {
+				t.Errorf("a record without an error class reads back with %q", got[1].ErrorType)
 			}
 			g := got[1]
 			g.ID = 0
@@ -51,6 +54,10 @@ func TestStoreRoundTripAndScope(t *testing.T) {
 			}{
 				{"model", Filter{Workspace: "ws-a", Models: []string{"gpt-4o"}}, 1},
 				{"status", Filter{Workspace: "ws-a", Statuses: []int{500}}, 0},
+				{"statuses", Filter{Workspace: "ws-a", Statuses: []int{200, 429}}, 2},
+				{"models", Filter{Workspace: "ws-a", Models: []string{"gpt-4o", "mystery", "nothing"}}, 2},
+				{"unknown model", Filter{Workspace: "ws-a", Models: []string{"nothing"}}, 0},
+				{"unknown workspace", Filter{Workspace: "ws-z"}, 0},
 				{"metadata", Filter{Workspace: "ws-a", Metadata: map[string]string{"team": "blue"}}, 1},
 				{"metadata miss", Filter{Workspace: "ws-a", Metadata: map[string]string{"team": "red"}}, 0},
 				{"trace", Filter{Workspace: "ws-a", TraceID: a.TraceID}, 1},

@@ -3,7 +3,6 @@ package ledger
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"strings"
 
@@ -27,22 +26,55 @@ type txWriter interface {
 	exec(ctx context.Context, kind stmtKind, rows int, args []any) (int64, error)
 	// execSQL runs a statement written with ? placeholders.
 	execSQL(ctx context.Context, q string, args ...any) error
+	// query runs a statement written with ? placeholders that answers
+	// rows of an id and a text, calling row for each.
+	query(ctx context.Context, q string, args []any, row func(id int64, v string)) error
 	// bulk inserts records that are not batch lines.
 	bulk(ctx context.Context, recs []Record) error
+	// dims are the dictionary ids of the transaction's records (resolve).
+	dims() *batchDims
 }
 
 // write runs f in one transaction of the writer, committed when f
 // returns nil.
+// Dictionary entries the transaction added are cached once it commits.
 func (s *DB) write(ctx context.Context, f func(w txWriter) error) error {
+	var (
+		d   batchDims
+		err error
+	)
 	if s.d.postgres {
-		return s.writePostgres(ctx, f)
+		err = s.writePostgres(ctx, &d, f)
+	} else {
+		err = s.writeSQLite(ctx, &d, f)
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	if err == nil {
+		s.dims.learn(d.fresh)
+	}
+	return err
+}
+
+// writeSQLite runs f in a transaction on the writer's own connection
+// (prepare), which keeps the writer's statements prepared and its page
+// cache, the indexes' last pages, warm whatever the readers do; wmu
+// makes the writer and the keeper take it in turn.
+func (s *DB) writeSQLite(ctx context.Context, d *batchDims, f func(w txWriter) error) error {
+	var (
+		tx  *sql.Tx
+		err error
+	)
+	if s.wconn != nil {
+		s.wmu.Lock()
+		defer s.wmu.Unlock()
+		tx, err = s.wconn.BeginTx(ctx, nil)
+	} else {
+		tx, err = s.db.BeginTx(ctx, nil)
+	}
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	if err := f(sqlTx{s, tx}); err != nil {
+	if err := f(sqlTx{s, tx, d}); err != nil {
 		return err
 	}
 	return tx.Commit()
@@ -51,7 +83,7 @@ func (s *DB) write(ctx context.Context, f func(w txWriter) error) error {
 // writePostgres runs f in a pgx transaction on a connection of the pool.
 // A connection the transaction broke is closed by pgx, and the pool
 // drops it (stdlib.Conn's IsValid).
-func (s *DB) writePostgres(ctx context.Context, f func(w txWriter) error) error {
+func (s *DB) writePostgres(ctx context.Context, d *batchDims, f func(w txWriter) error) error {
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return err
@@ -67,7 +99,7 @@ func (s *DB) writePostgres(ctx context.Context, f func(w txWriter) error) error 
 			return err
 		}
 		defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
-		if err := f(pgTx{s, tx}); err != nil {
+		if err := f(pgTx{s, tx, d}); err != nil {
 			return err
 		}
 		return tx.Commit(ctx)
@@ -78,6 +110,28 @@ func (s *DB) writePostgres(ctx context.Context, f func(w txWriter) error) error 
 type sqlTx struct {
 	s  *DB
 	tx *sql.Tx
+	d  *batchDims
+}
+
+func (t sqlTx) dims() *batchDims { return t.d }
+
+func (t sqlTx) query(ctx context.Context, q string, args []any, row func(id int64, v string)) error {
+	rows, err := t.tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id int64
+			v  string
+		)
+		if err := rows.Scan(&id, &v); err != nil {
+			return err
+		}
+		row(id, v)
+	}
+	return rows.Err()
 }
 
 func (t sqlTx) exec(ctx context.Context, kind stmtKind, rows int, args []any) (int64, error) {
@@ -102,8 +156,9 @@ func (t sqlTx) execSQL(ctx context.Context, q string, args ...any) error {
 }
 
 func (t sqlTx) bulk(ctx context.Context, recs []Record) error {
+	var buf []byte
 	return execChunked(ctx, t, stmtInsert, len(recs), nBulkColumns+nInsertColumns, func(args []any, i int) []any {
-		return appendArgs(args, &recs[i], false)
+		return appendArgs(args, &recs[i], false, t.d, &buf)
 	})
 }
 
@@ -112,6 +167,28 @@ func (t sqlTx) bulk(ctx context.Context, recs []Record) error {
 type pgTx struct {
 	s  *DB
 	tx pgx.Tx
+	d  *batchDims
+}
+
+func (t pgTx) dims() *batchDims { return t.d }
+
+func (t pgTx) query(ctx context.Context, q string, args []any, row func(id int64, v string)) error {
+	rows, err := t.tx.Query(ctx, t.s.d.bind(q), args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id int64
+			v  string
+		)
+		if err := rows.Scan(&id, &v); err != nil {
+			return err
+		}
+		row(id, v)
+	}
+	return rows.Err()
 }
 
 func (t pgTx) exec(ctx context.Context, kind stmtKind, rows int, args []any) (int64, error) {
@@ -131,7 +208,7 @@ func (t pgTx) bulk(ctx context.Context, recs []Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	src := &recordSource{recs: recs, i: -1, args: make([]any, 0, nBulkColumns+nInsertColumns)}
+	src := &recordSource{recs: recs, i: -1, args: make([]any, 0, nBulkColumns+nInsertColumns), d: t.d}
 	_, err := t.tx.CopyFrom(ctx, pgx.Identifier{"llm_ledger"}, copyColumns, src)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "57014" && strings.HasPrefix(pe.Message, "COPY from stdin failed") {
@@ -155,13 +232,15 @@ type recordSource struct {
 	recs []Record
 	i    int
 	args []any
+	d    *batchDims
+	buf  []byte
 }
 
 func (r *recordSource) Next() bool { r.i++; return r.i < len(r.recs) }
 
 // Values reuses one slice: pgx encodes a row before asking for the next.
 func (r *recordSource) Values() ([]any, error) {
-	r.args = appendArgs(r.args[:0], &r.recs[r.i], false)
+	r.args = appendArgs(r.args[:0], &r.recs[r.i], false, r.d, &r.buf)
 	return r.args, nil
 }
 
@@ -184,6 +263,9 @@ func (s *DB) Insert(ctx context.Context, recs []Record) error {
 
 // insertTx writes recs and their rollup within w.
 func (s *DB) insertTx(ctx context.Context, w txWriter, recs []Record) error {
+	if err := s.resolve(ctx, w, recs, w.dims()); err != nil {
+		return err
+	}
 	recs, rolled, err := s.insertLines(ctx, w, recs)
 	if err != nil {
 		return err
@@ -219,12 +301,13 @@ func (s *DB) insertLines(ctx context.Context, w txWriter, recs []Record) (bulk, 
 	}
 	plain := len(rolled)
 	args := make([]any, 0, nColumns+nInsertColumns)
+	var buf []byte
 	for i := range recs {
 		r := &recs[i]
 		if r.BatchID == "" {
 			continue
 		}
-		added, err := w.exec(ctx, stmtInsertLine, 1, appendArgs(args[:0], r, true))
+		added, err := w.exec(ctx, stmtInsertLine, 1, appendArgs(args[:0], r, true, w.dims(), &buf))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -255,35 +338,28 @@ func insertSQL(rows int, lines bool) string {
 }
 
 // appendArgs appends r's values in the order of columns (a batch line)
-// or bulkColumns, then insertColumns.
-func appendArgs(args []any, r *Record, line bool) []any {
-	var cost, ttft any
+// or bulkColumns, then insertColumns, its names coded by d; buf is
+// scratch space for its JSON.
+func appendArgs(args []any, r *Record, line bool, d *batchDims, buf *[]byte) []any {
+	var cost, errType any
 	if r.CostKnown {
 		cost = r.CostNanoUSD
 	}
-	if r.TTFT > 0 {
-		ttft = r.TTFT.Microseconds()
+	if r.ErrorType != "" {
+		errType = r.ErrorType
 	}
 	md := "{}"
 	if len(r.Metadata) > 0 {
-		if b, err := json.Marshal(r.Metadata); err == nil {
-			md = string(b)
-		}
+		*buf = appendMetadata((*buf)[:0], r.Metadata)
+		md = string(*buf)
 	}
+	*buf = appendDetail((*buf)[:0], r)
+	detail := string(*buf)
 	// Integers go in as int64, which database/sql passes on as they
 	// are; an int takes its reflection-based converter.
-	var stream int64
-	if r.Stream {
-		stream = 1
-	}
-	var estimated int64
-	if r.Estimated {
-		estimated = 1
-	}
-	args = append(args, r.Time.UnixMicro(), r.TraceID, r.APIKey, r.Workspace, r.Organisation, r.VirtualKey,
-		r.ConfigID, r.Provider, r.Model, r.Operation, int64(r.Status), stream, r.InputTokens, r.OutputTokens,
-		r.CachedTokens, r.CacheWriteTokens, r.ReasoningTokens, cost, r.Latency.Microseconds(), ttft,
-		r.CacheState, int64(r.Retries), md)
+	args = append(args, r.Time.UnixMicro(), r.TraceID, d.id(r.APIKey), d.id(r.Workspace), d.id(r.Organisation),
+		d.id(r.VirtualKey), d.id(r.ConfigID), d.id(r.Provider), d.id(r.Model), d.id(r.CacheState),
+		int64(r.Status), r.InputTokens, r.OutputTokens, cost, r.Latency.Microseconds(), errType, md, detail)
 	if line {
 		var batchID, customID any
 		if r.BatchID != "" {
@@ -292,5 +368,5 @@ func appendArgs(args []any, r *Record, line bool) []any {
 		args = append(args, batchID, customID)
 	}
 	bucket, hash := traceKey(r.TraceID, r.Time.Add(-r.Latency))
-	return append(args, estimated, bucket, hash)
+	return append(args, bucket, hash)
 }
