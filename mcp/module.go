@@ -79,6 +79,9 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 // upstreams behind this route's egress guard. Nothing connects yet.
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
+	if err := RegisterMetrics(ctx.GetMetricsRegistry()); err != nil {
+		return err
+	}
 	if h.MaxRequestBody == 0 {
 		h.MaxRequestBody = DefaultMaxRequestBody
 	}
@@ -182,6 +185,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			writeError(w, http.StatusOK, msg.id, codeInvalidParams, fmt.Sprintf("unknown %s %q", kindOf(msg.method), msg.name), nil)
 			rec.finish(0)
 			h.logCall(r, rec)
+			observeServer(rec)
 			return nil
 		}
 		rec.Server, rec.Upstream = ref.u.cfg.Name, ref.name
@@ -200,6 +204,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		// call, a header that contradicts the body).
 		rec.finish(cw.n)
 		h.logCall(r, rec)
+		observeServer(rec)
 	}
 	return nil
 }

@@ -33,25 +33,32 @@ func (h *Handler) relayTool(u *remote, name string) sdk.ToolHandler {
 		if len(req.Params.Arguments) > 0 {
 			p.Arguments = req.Params.Arguments
 		}
+		cs, err := u.session(ctx)
+		if err != nil {
+			return nil, callError(ctx, rec, u, nil, err)
+		}
+		callCtx, span := startCallSpan(ctx, u, methodCallTool, name, cs.ID())
+		p.Meta = traceMeta(callCtx)
 		if tok := req.Params.GetProgressToken(); tok != nil {
 			ours := h.progress.add(ctx, req.Session, tok)
 			defer h.progress.remove(ours)
 			p.SetProgressToken(ours)
 		}
-		cs, err := u.session(ctx)
-		if err != nil {
-			return nil, callError(ctx, rec, u, nil, err)
-		}
 		start := time.Now()
-		res, err := cs.CallTool(ctx, p)
-		rec.setUpstream(time.Since(start))
+		res, err := cs.CallTool(callCtx, p)
+		took := time.Since(start)
+		rec.setUpstream(took)
 		if err != nil {
-			return nil, callError(ctx, rec, u, cs, err)
-		}
-		if res.IsError {
+			err = callError(ctx, rec, u, cs, err)
+		} else if res.IsError {
 			rec.setStatus(statusToolError, 0)
 		} else {
 			rec.setStatus(statusOK, 0)
+		}
+		span.end(rec.errorType())
+		observeClient(rec, took)
+		if err != nil {
+			return nil, err
 		}
 		return res, nil
 	}
@@ -67,13 +74,22 @@ func (h *Handler) relayPrompt(u *remote, name string) sdk.PromptHandler {
 		if err != nil {
 			return nil, callError(ctx, rec, u, nil, err)
 		}
+		callCtx, span := startCallSpan(ctx, u, methodGetPrompt, name, cs.ID())
+		p.Meta = traceMeta(callCtx)
 		start := time.Now()
-		res, err := cs.GetPrompt(ctx, p)
-		rec.setUpstream(time.Since(start))
+		res, err := cs.GetPrompt(callCtx, p)
+		took := time.Since(start)
+		rec.setUpstream(took)
 		if err != nil {
-			return nil, callError(ctx, rec, u, cs, err)
+			err = callError(ctx, rec, u, cs, err)
+		} else {
+			rec.setStatus(statusOK, 0)
 		}
-		rec.setStatus(statusOK, 0)
+		span.end(rec.errorType())
+		observeClient(rec, took)
+		if err != nil {
+			return nil, err
+		}
 		return res, nil
 	}
 }

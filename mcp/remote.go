@@ -117,6 +117,7 @@ func (t *originTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	for k, v := range t.cfg.Header {
 		r.Header[k] = v
 	}
+	injectTrace(r)
 	return t.next.RoundTrip(r)
 }
 
