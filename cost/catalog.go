@@ -30,6 +30,14 @@ type Price struct {
 	// when HasReasoning, else reasoning tokens cost Output.
 	Reasoning    float64
 	HasReasoning bool
+	// AudioInput and AudioOutput are the prices of an audio input
+	// token not read from a cache and of an audio output token (the
+	// Realtime API's); used only when their Has field is set, else audio
+	// tokens cost Input and Output (CostAudio).
+	AudioInput     float64
+	HasAudioInput  bool
+	AudioOutput    float64
+	HasAudioOutput bool
 	// Source is the page the figure was read from and AsOf the date it is
 	// known to hold, when the catalog entry says so.
 	Source string

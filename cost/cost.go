@@ -61,6 +61,33 @@ func (p Price) Cost(u providers.Usage) float64 {
 		float64(reasoning)*reasoningPrice
 }
 
+// CostAudio returns what usage costs at price p when some of its tokens
+// are audio (a Realtime response): audioIn of the prompt tokens are
+// audio, cachedAudio of those read from the cache, and audioOut of the
+// completion tokens. Uncached audio input costs AudioInput and audio
+// output AudioOutput when the catalog has them; everything else, cached
+// audio included (OpenAI prices cached audio as cached text), is priced
+// as Cost prices it. Counts are clamped as Cost clamps them.
+func (p Price) CostAudio(u providers.Usage, audioIn, cachedAudio, audioOut int64) float64 {
+	prompt := max(u.PromptTokens, 0)
+	audioIn = min(max(audioIn, 0), prompt)
+	cachedAudio = min(max(cachedAudio, 0), audioIn, max(u.CachedTokens, 0))
+	audioOut = min(max(audioOut, 0), max(u.CompletionTokens, 0))
+	var extra float64
+	text := u
+	if p.HasAudioInput {
+		billed := audioIn - cachedAudio
+		text.PromptTokens -= billed
+		extra += float64(billed) * p.AudioInput
+	}
+	if p.HasAudioOutput {
+		text.CompletionTokens -= audioOut
+		text.ReasoningTokens = min(text.ReasoningTokens, text.CompletionTokens)
+		extra += float64(audioOut) * p.AudioOutput
+	}
+	return p.Cost(text) + extra
+}
+
 // Estimate returns the most a request can cost before it is sent:
 // promptTokens at the input price (no cache discount and no cache write
 // assumed: whether a prompt is written to the cache is known only from

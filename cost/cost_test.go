@@ -223,3 +223,32 @@ func BenchmarkCost(b *testing.B) {
 		}
 	}
 }
+
+func TestCostAudio(t *testing.T) {
+	withAudio := Price{Input: 4e-6, Output: 16e-6, CachedInput: 0.4e-6, HasCachedInput: true, AudioInput: 32e-6, HasAudioInput: true, AudioOutput: 64e-6, HasAudioOutput: true}
+	textOnly := Price{Input: 4e-6, Output: 16e-6, CachedInput: 0.4e-6, HasCachedInput: true}
+	u := providers.Usage{PromptTokens: 100, CompletionTokens: 50, CachedTokens: 30}
+	for _, tc := range []struct {
+		name                       string
+		p                          Price
+		audioIn, cachedAudio, aOut int64
+		want                       float64
+	}{
+		// 100 in: 40 audio (10 of them cached), 60 text (20 cached); 50 out: 40 audio.
+		{"audio prices", withAudio, 40, 10, 40, 30*32e-6 + (100-30-30)*4e-6 + 30*0.4e-6 + 10*16e-6 + 40*64e-6},
+		{"no audio prices: as Cost", textOnly, 40, 10, 40, textOnly.Cost(u)},
+		{"no audio tokens: as Cost", withAudio, 0, 0, 0, withAudio.Cost(u)},
+		{"counts clamped", withAudio, 1000, 1000, 1000, 70*32e-6 + 30*0.4e-6 + 50*64e-6},
+	} {
+		if got := tc.p.CostAudio(u, tc.audioIn, tc.cachedAudio, tc.aOut); !near(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	c, err := Parse([]byte(`{"gpt-realtime":{"litellm_provider":"openai","input_cost_per_token":4e-6,"output_cost_per_token":16e-6,"input_cost_per_audio_token":32e-6,"output_cost_per_audio_token":64e-6}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := c.Price("openai", "gpt-realtime"); !ok || !p.HasAudioInput || p.AudioInput != 32e-6 || !p.HasAudioOutput || p.AudioOutput != 64e-6 {
+		t.Errorf("parsed %+v", p)
+	}
+}

@@ -122,6 +122,8 @@ type entry struct {
 	CacheRead  *float64 `json:"cache_read_input_token_cost"`
 	CacheWrite *float64 `json:"cache_creation_input_token_cost"`
 	Reasoning  *float64 `json:"output_cost_per_reasoning_token"`
+	AudioIn    *float64 `json:"input_cost_per_audio_token"`
+	AudioOut   *float64 `json:"output_cost_per_audio_token"`
 	Source     string   `json:"source"`
 	AsOf       string   `json:"as_of"`
 }
@@ -130,7 +132,8 @@ type entry struct {
 // whose keys are model names, possibly prefixed "provider/", and whose
 // values carry input_cost_per_token, output_cost_per_token,
 // cache_read_input_token_cost, cache_creation_input_token_cost,
-// output_cost_per_reasoning_token (US dollars per token) and
+// output_cost_per_reasoning_token, input_cost_per_audio_token,
+// output_cost_per_audio_token (US dollars per token) and
 // litellm_provider. The provider is litellm_provider when
 // the gateway knows it, else the key's prefix when that names a known
 // provider; an entry naming neither matches any provider. Keys starting
@@ -182,7 +185,7 @@ func (e *entry) price() (Price, error) {
 		v   *float64
 		dst *float64
 		has *bool
-	}{{e.Input, &p.Input, nil}, {e.Output, &p.Output, nil}, {e.CacheRead, &p.CachedInput, &p.HasCachedInput}, {e.CacheWrite, &p.CacheWrite, &p.HasCacheWrite}, {e.Reasoning, &p.Reasoning, &p.HasReasoning}} {
+	}{{e.Input, &p.Input, nil}, {e.Output, &p.Output, nil}, {e.CacheRead, &p.CachedInput, &p.HasCachedInput}, {e.CacheWrite, &p.CacheWrite, &p.HasCacheWrite}, {e.Reasoning, &p.Reasoning, &p.HasReasoning}, {e.AudioIn, &p.AudioInput, &p.HasAudioInput}, {e.AudioOut, &p.AudioOutput, &p.HasAudioOutput}} {
 		if f.v == nil {
 			continue
 		}

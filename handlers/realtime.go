@@ -278,7 +278,12 @@ func (c *responseCharge) Close(d realtime.Done) {
 	m.g.app.UsageLedger().Record(&e)
 }
 
-// realtimeCost prices a response's usage at the model's catalog prices.
+// realtimeCost prices a response's usage at the model's catalog prices:
+// audio tokens at the audio prices when the catalog has them.
 func realtimeCost(g *Gateway, provider, model string, u *realtime.Usage) (float64, bool) {
-	return g.app.Prices().Cost(provider, model, u.Tokens)
+	p, ok := g.app.Prices().Price(provider, model)
+	if !ok {
+		return 0, false
+	}
+	return p.CostAudio(u.Tokens, u.InputAudio, u.CachedAudio, u.OutputAudio), true
 }

@@ -155,6 +155,10 @@ func (s *Session) Run(ctx context.Context) Totals {
 	s.pumpOut(pumpCtx)
 	<-done
 	<-s.ended
+	// Both pumps read their side to its end, close answers included:
+	// nothing is left to wait for.
+	_ = s.client.CloseNow()
+	_ = s.upstream.CloseNow()
 	for id, c := range s.pending {
 		c.Close(Done{ID: id, Status: "incomplete"})
 	}
@@ -176,12 +180,13 @@ func (s *Session) GoAway() {
 }
 
 // end ends the session once, as e says: the refusal's error event to
-// the client, the cancel upstream, then both closes at once (each close
-// handshake may wait for its peer).
+// the client, the cancel upstream, then both closes. A close handshake
+// runs on a goroutine of its own: its peer's answer is read by the
+// pump still reading that side (the pumps end once both sides closed),
+// and Run cuts what is left when they did.
 func (s *Session) end(e ending) {
 	s.endOnce.Do(func() {
 		s.ending = e
-		var wg sync.WaitGroup
 		if e.refusal != nil || e.cancel != "" {
 			ctx, cancel := context.WithTimeout(context.Background(), s.limits.WriteTimeout)
 			if e.refusal != nil && e.toClient != closeNow {
@@ -192,18 +197,16 @@ func (s *Session) end(e ending) {
 			}
 			cancel()
 		}
-		closeSide := func(c *websocket.Conn, code websocket.StatusCode) {
-			defer wg.Done()
-			if code == closeNow {
-				_ = c.CloseNow()
-				return
+		for _, side := range [2]struct {
+			c    *websocket.Conn
+			code websocket.StatusCode
+		}{{s.client, e.toClient}, {s.upstream, e.toUpstream}} {
+			if side.code == closeNow {
+				_ = side.c.CloseNow()
+				continue
 			}
-			_ = c.Close(code, e.reason)
+			go func() { _ = side.c.Close(side.code, e.reason) }()
 		}
-		wg.Add(2)
-		go closeSide(s.upstream, e.toUpstream)
-		closeSide(s.client, e.toClient)
-		wg.Wait()
 		close(s.ended)
 	})
 }
