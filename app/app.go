@@ -46,6 +46,8 @@ type App struct {
 	// Configs map a saved config id to a configuration object, given inline
 	// as a JSON object or as a JSON string holding a file path.
 	Configs map[string]json.RawMessage `json:"configs,omitempty"`
+	// Models map public model names to routing configurations (models.go).
+	Models map[string]*ModelAlias `json:"models,omitempty"`
 	// Redis, when set, holds state shared by all gateway instances.
 	Redis *RedisConfig `json:"redis,omitempty"`
 	// Prompts configures the prompt library (prompt files, API prompts).
@@ -84,10 +86,12 @@ type App struct {
 	keys        []resolvedKey
 	virtualKeys map[string]*providers.Settings
 	configs     map[string][]byte
-	logger      *zap.Logger
-	storage     certmagic.Storage
-	redis       redis.UniversalClient
-	redisKey    string
+	// aliases maps a model alias to the saved config id it routes by.
+	aliases  map[string]string
+	logger   *zap.Logger
+	storage  certmagic.Storage
+	redis    redis.UniversalClient
+	redisKey string
 	// probe is CheckStore's memory of whether Redis answers.
 	probe       *storeProbe
 	policyStore policies.CachedStore
@@ -262,6 +266,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	// model a client names is "_other".
 	observe.SetConfiguredModels(append(models, a.Prices().Models()...))
 	if err := a.provisionKeys(ctx); err != nil {
+		return err
+	}
+	if err := a.provisionModels(); err != nil {
 		return err
 	}
 	return a.provisionPrompts(ctx)

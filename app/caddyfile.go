@@ -59,6 +59,9 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 //			deployment <deployment_id> <alias> <api_version> [default]
 //		}
 //		config    <id> <file path | inline JSON object>
+//		model <alias> {                      # a model name that routes by a config
+//			config <saved config id | inline JSON object>
+//		}
 //		guardrail <id> <file path | inline JSON object>
 //		prompts <dir of prompt files>
 //		semantic_cache {
@@ -127,6 +130,8 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = a.unmarshalVirtualKey(d)
 		case "config":
 			err = a.unmarshalConfig(d)
+		case "model":
+			err = a.unmarshalModel(d)
 		case "guardrail":
 			err = a.unmarshalGuardrail(d)
 		case "semantic_cache":

@@ -1,9 +1,13 @@
 package handlers
 
 import (
+	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
@@ -48,6 +52,7 @@ var localAPIs = [...]localAPI{
 	{name: "jobs", answer: (*Gateway).localJobs},
 	{name: "responses", answer: (*Gateway).storedResponse},
 	{name: "count_tokens", answer: (*Gateway).countEstimate},
+	{name: "models", answer: (*Gateway).aliasModels},
 }
 
 // local asks the local APIs for q's answer; nil when q is to be routed.
@@ -84,4 +89,76 @@ func (f *flight) writeLocal(a *localAnswer) {
 		return
 	}
 	f.out.control(a.serve)
+}
+
+// unrouted reports whether h names no routing: no config, virtual key or
+// provider, so a model alias may.
+func unrouted(h *ingress.Headers) bool {
+	return h == nil || h.Config == "" && h.VirtualKey == "" && h.Provider == ""
+}
+
+// aliasHeader returns the routing headers of a request naming a model
+// alias (the llm app's model <alias>) and no routing of its own: q's,
+// with the alias's saved config as x-gateway-config. Nil otherwise.
+func (g *Gateway) aliasHeader(q *Request) *ingress.Headers {
+	if q.Call.Model == "" || !unrouted(q.RouteHeader) {
+		return nil
+	}
+	id, ok := g.app.ModelAlias(q.Call.Model)
+	if !ok {
+		return nil
+	}
+	h := new(ingress.Headers)
+	if q.RouteHeader != nil {
+		*h = *q.RouteHeader
+	}
+	h.Config = id
+	return h
+}
+
+// aliasModels answers GET /v1/models without routing headers when model
+// aliases are configured: the aliases the caller's key may use, and the
+// models its allow-list names literally (a pattern names no model), in
+// OpenAI's list shape. With routing headers the list is the provider's.
+func (g *Gateway) aliasModels(_ *http.Request, q *Request) (*localAnswer, error) {
+	if q.Call.Op != providers.OpModels || q.Call.Path != "/models" || q.Call.Method != http.MethodGet || !unrouted(q.RouteHeader) {
+		return nil, nil
+	}
+	aliases := g.app.ModelAliases()
+	if len(aliases) == 0 {
+		return nil, nil
+	}
+	var allowed []string
+	if q.Identity != nil {
+		allowed = q.Identity.AllowedModels
+	}
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	list := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list", Data: []model{}}
+	seen := map[string]bool{}
+	for _, a := range aliases {
+		if identity.ModelAllowed(allowed, a) {
+			list.Data = append(list.Data, model{ID: a, Object: "model", OwnedBy: "gateway"})
+			seen[a] = true
+		}
+	}
+	for _, m := range allowed {
+		if !seen[m] && !strings.ContainsAny(m, "*?[\\") {
+			list.Data = append(list.Data, model{ID: m, Object: "model", OwnedBy: "gateway"})
+			seen[m] = true
+		}
+	}
+	body, err := json.Marshal(list)
+	if err != nil {
+		return nil, err
+	}
+	h := http.Header{"Content-Type": {"application/json"}}
+	return &localAnswer{op: providers.OpModels, held: &heldAnswer{status: http.StatusOK, header: h, body: body}}, nil
 }

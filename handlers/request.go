@@ -281,6 +281,8 @@ func (g *Gateway) routePlan(q *Request) (*routing.Plan, error) {
 		res := g.app.For(q.Identity)
 		if q.promptConfig != nil {
 			q.Plan, q.planErr = routing.ResolveConfig(q.promptConfig, q.RouteHeader, res)
+		} else if h := g.aliasHeader(q); h != nil {
+			q.Plan, q.planErr = routing.Resolve(h, res, g.configs)
 		} else {
 			q.Plan, q.planErr = routing.Resolve(q.RouteHeader, res, g.configs)
 		}
