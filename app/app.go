@@ -23,6 +23,7 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity/handoff"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity/jwtauth"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
@@ -76,6 +77,8 @@ type App struct {
 	keysState
 	// mcpState adds "mcp_servers", the MCP servers llm_mcp relays (mcp.go).
 	mcpState
+	// oidcState adds "oidc", callers by IdP tokens (oidc.go).
+	oidcState
 	// admissions holds the llm_ratelimit stages managed batch lines pass
 	// (admission.go).
 	admissions *admissions
@@ -271,6 +274,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.provisionModels(); err != nil {
 		return err
 	}
+	if err := a.provisionOIDC(); err != nil {
+		return err
+	}
 	return a.provisionPrompts(ctx)
 }
 
@@ -289,7 +295,9 @@ func (a *App) Stop() error { a.stopResponseSweep(); a.stopHookPool(); return nil
 // configured key is compared, in constant time, whatever matches, so the
 // time taken does not tell which key was close; a key the Caddyfile does
 // not hold is then looked up among the API's (keys.Store.Lookup: one HMAC
-// and one map read). AuthError says why a key was refused.
+// and one map read), or, shaped as a JWT with "oidc" set, validated as
+// the identity provider's token (jwtauth: from its cache when seen
+// within cache_ttl). AuthError says why a key was refused.
 func (a *App) Authenticate(presented string) (*identity.Caller, bool) {
 	if presented == "" {
 		return nil, false
@@ -302,6 +310,9 @@ func (a *App) Authenticate(presented string) (*identity.Caller, bool) {
 		}
 	}
 	if found == nil {
+		if a.tokens != nil && jwtauth.LooksLikeJWT(presented) {
+			return a.authenticateToken(presented)
+		}
 		return a.authenticateStored(presented)
 	}
 	return found, true

@@ -81,6 +81,7 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 //		}
 //		price_catalog <LiteLLM-format price file>
 //		mcp_server <name> { url …; header …; bearer …; … }   # may repeat (mcp.go)
+//		oidc { issuer …; audience …; client_id …; group <name> { … } … }  # oidc_caddyfile.go
 //		ledger [<postgres:// URL | SQLite file path>] {
 //			retention <duration>   # default 90d
 //			queue     <n>          # records waiting for the writer
@@ -178,6 +179,8 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = a.unmarshalKeys(d)
 		case "mcp_server":
 			err = a.unmarshalMCPServer(d)
+		case "oidc":
+			err = a.unmarshalOIDC(d)
 		default:
 			return d.Errf("unknown llm option %q", d.Val())
 		}

@@ -206,6 +206,9 @@ func (a *App) AuthError(presented string) *apierror.Error {
 		return apierror.New(http.StatusUnauthorized, apierror.TypeAuthentication,
 			"missing gateway API key: send it in the "+ingress.Prefix+ingress.APIKey+" header, or as the client's API key (Authorization: Bearer or x-api-key)").WithCode("invalid_api_key")
 	}
+	if e := a.tokenError(presented); e != nil {
+		return e
+	}
 	if a.keyStore != nil {
 		if _, _, res := a.keyStore.Lookup(presented); res != keys.Valid {
 			if e, ok := authErrors[res]; ok {

@@ -14,10 +14,12 @@ import (
 	"strings"
 )
 
-// Sources of a key: the API's record store or the Caddyfile.
+// Sources of a caller: the API's record store, the Caddyfile, or an
+// identity provider's token (package identity/jwtauth).
 const (
 	SourceAPI    = "api"
 	SourceConfig = "config"
+	SourceOIDC   = "oidc"
 )
 
 // Types of key: a workspace key manages its own workspace's records, an
