@@ -132,6 +132,9 @@ type record struct {
 	// increasing per engine, so lists keep creation order within a
 	// second (Batch.created_at has whole seconds only).
 	Created int64 `json:"created_ns,omitempty"`
+	// Native, set for a batch run by its provider's job API, is that
+	// job's state (native.go); nil for a managed run.
+	Native *nativeState `json:"native,omitempty"`
 }
 
 // IDPrefix starts every managed batch id; the "gw" lets the handler send

@@ -355,6 +355,9 @@ func (e *Engine) Create(ctx context.Context, caller Caller, header http.Header, 
 		md.ForEach(func(k, v gjson.Result) bool { b.Metadata[k.Str] = v.Str; return true })
 	}
 	rec := &record{Batch: b, Caller: caller, Instance: e.cfg.Instance, Header: persist, Resumable: len(memory) == 0, Created: created}
+	if p := e.nativeProvider(caller, header, b.Endpoint, b.CompletionWindow); p != "" {
+		rec.Native = &nativeState{Provider: p}
+	}
 	j := &job{rec: rec, memHeader: memory, stop: make(chan struct{})}
 	// The place is taken before the record is stored, so concurrent
 	// creates cannot pass the limit together.

@@ -162,6 +162,10 @@ func (e *Engine) drive(j *job) {
 	if !e.persist(j) {
 		return
 	}
+	if e.native(j) != nil {
+		e.driveNative(j, in, st, caller, header)
+		return
+	}
 
 	res := &results{}
 	reason := e.dispatch(j, in, st, caller, header, res)

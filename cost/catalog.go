@@ -38,6 +38,13 @@ type Price struct {
 	HasAudioInput  bool
 	AudioOutput    float64
 	HasAudioOutput bool
+	// BatchInput and BatchOutput are the prices of a prompt and a
+	// completion token in the provider's batch job API (LiteLLM's
+	// input_cost_per_token_batches, output_cost_per_token_batches); used
+	// only when HasBatch, else BatchCost applies the provider's published
+	// batch discount (BatchDiscount) to the on-demand prices.
+	BatchInput, BatchOutput float64
+	HasBatch                bool
 	// Source is the page the figure was read from and AsOf the date it is
 	// known to hold, when the catalog entry says so.
 	Source string

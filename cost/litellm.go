@@ -124,6 +124,8 @@ type entry struct {
 	Reasoning  *float64 `json:"output_cost_per_reasoning_token"`
 	AudioIn    *float64 `json:"input_cost_per_audio_token"`
 	AudioOut   *float64 `json:"output_cost_per_audio_token"`
+	BatchIn    *float64 `json:"input_cost_per_token_batches"`
+	BatchOut   *float64 `json:"output_cost_per_token_batches"`
 	Source     string   `json:"source"`
 	AsOf       string   `json:"as_of"`
 }
@@ -133,7 +135,8 @@ type entry struct {
 // values carry input_cost_per_token, output_cost_per_token,
 // cache_read_input_token_cost, cache_creation_input_token_cost,
 // output_cost_per_reasoning_token, input_cost_per_audio_token,
-// output_cost_per_audio_token (US dollars per token) and
+// output_cost_per_audio_token, input_cost_per_token_batches,
+// output_cost_per_token_batches (US dollars per token) and
 // litellm_provider. The provider is litellm_provider when
 // the gateway knows it, else the key's prefix when that names a known
 // provider; an entry naming neither matches any provider. Keys starting
@@ -185,7 +188,9 @@ func (e *entry) price() (Price, error) {
 		v   *float64
 		dst *float64
 		has *bool
-	}{{e.Input, &p.Input, nil}, {e.Output, &p.Output, nil}, {e.CacheRead, &p.CachedInput, &p.HasCachedInput}, {e.CacheWrite, &p.CacheWrite, &p.HasCacheWrite}, {e.Reasoning, &p.Reasoning, &p.HasReasoning}, {e.AudioIn, &p.AudioInput, &p.HasAudioInput}, {e.AudioOut, &p.AudioOutput, &p.HasAudioOutput}} {
+	}{{e.Input, &p.Input, nil}, {e.Output, &p.Output, nil}, {e.CacheRead, &p.CachedInput, &p.HasCachedInput}, {e.CacheWrite, &p.CacheWrite, &p.HasCacheWrite}, {e.Reasoning, &p.Reasoning, &p.HasReasoning},
+		{e.AudioIn, &p.AudioInput, &p.HasAudioInput}, {e.AudioOut, &p.AudioOutput, &p.HasAudioOutput},
+		{e.BatchIn, &p.BatchInput, &p.HasBatch}, {e.BatchOut, &p.BatchOutput, &p.HasBatch}} {
 		if f.v == nil {
 			continue
 		}
@@ -196,6 +201,10 @@ func (e *entry) price() (Price, error) {
 		if f.has != nil {
 			*f.has = true
 		}
+	}
+	if (e.BatchIn == nil) != (e.BatchOut == nil) {
+		// One batch price alone would price the other kind of token at 0.
+		return Price{}, errors.New("input_cost_per_token_batches and output_cost_per_token_batches go together")
 	}
 	p.Source, p.AsOf = e.Source, e.AsOf
 	return p, nil

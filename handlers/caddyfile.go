@@ -38,6 +38,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		cache_size        <size>
 //		trace_content
 //		custom_host_allow <loopback|private|link_local|any|CIDR>...
+//		batch_mode        <native|managed>
 //		transport http {
 //			<reverse_proxy http transport options>
 //		}
@@ -85,6 +86,13 @@ func (g *Gateway) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			g.CustomHostAllow = append(g.CustomHostAllow, args...)
+		case "batch_mode":
+			if !d.Args(&g.BatchMode) || d.NextArg() {
+				return d.ArgErr()
+			}
+			if g.BatchMode != BatchNative && g.BatchMode != BatchManaged {
+				return d.Errf("batch_mode: %q is neither %s nor %s", g.BatchMode, BatchNative, BatchManaged)
+			}
 		case "transport":
 			var name string
 			if !d.Args(&name) {

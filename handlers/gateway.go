@@ -61,6 +61,12 @@ type Gateway struct {
 	// Realtime bounds the Realtime API's WebSocket sessions
 	// (docs/realtime.md); nil takes the defaults.
 	Realtime *realtime.Config `json:"realtime,omitempty"`
+	// BatchMode is how the route runs a batch (completion_window 24h)
+	// whose one target's provider has a batch job API of its own
+	// (Anthropic's Message Batches): "native" (the default) submits it as
+	// one provider job, at the provider's batch price; "managed" runs
+	// each line through the pipeline as for any other provider.
+	BatchMode string `json:"batch_mode,omitempty"`
 
 	app *app.App
 	// transports[guarded][tls]: plain and TLS, for trusted and for
@@ -105,6 +111,11 @@ func (Gateway) CaddyModule() caddy.ModuleInfo {
 // attempts (see Gateway.transports).
 func (g *Gateway) Provision(ctx caddy.Context) error {
 	g.logger = ctx.Logger()
+	switch g.BatchMode {
+	case "", BatchNative, BatchManaged:
+	default:
+		return fmt.Errorf("batch_mode: %q is neither %s nor %s", g.BatchMode, BatchNative, BatchManaged)
+	}
 	if g.MaxRequestBody <= 0 {
 		g.MaxRequestBody = DefaultMaxRequestBody
 	}

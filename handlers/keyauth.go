@@ -19,16 +19,7 @@ import (
 // (expired, revoked, disabled, rotated out, unknown, missing).
 func (g *Gateway) identify(r *http.Request, hdr *ingress.Headers) (*identity.Caller, error) {
 	if id, ok := handoff.From(r.Context()).Given(g.app.Issuer()); ok {
-		// A run without a client (a managed batch line) is its creator
-		// and sends no gateway key: a token ingress took for one is the
-		// creator's provider key, unless the gateway knows it as a key
-		// (a creator that authenticated with Authorization: Bearer).
-		if hdr.KeyFrom != ingress.KeyFromHeader {
-			if _, known := g.app.Authenticate(hdr.APIKey); !known {
-				hdr.AsProviderKey(r.Header)
-			}
-		}
-		hdr.ApplyDefaults(id.Defaults)
+		g.asCreator(hdr, r.Header, id)
 		return id, nil
 	}
 	id, ok := g.authenticate(r, hdr.APIKey)
@@ -45,6 +36,20 @@ func (g *Gateway) identify(r *http.Request, hdr *ingress.Headers) (*identity.Cal
 	}
 	hdr.ApplyDefaults(id.Defaults)
 	return id, nil
+}
+
+// asCreator reads hdr (parsed from header) as the headers of a run
+// without a client (a managed batch line, a native batch's job) made as
+// its creator id, which sends no gateway key: a token ingress took for
+// one is the creator's provider key, unless the gateway knows it as a key
+// (a creator that authenticated with Authorization: Bearer).
+func (g *Gateway) asCreator(hdr *ingress.Headers, header http.Header, id *identity.Caller) {
+	if hdr.KeyFrom != ingress.KeyFromHeader {
+		if _, known := g.app.Authenticate(hdr.APIKey); !known {
+			hdr.AsProviderKey(header)
+		}
+	}
+	hdr.ApplyDefaults(id.Defaults)
 }
 
 // keySource names, for a 401, the header a gateway key was read from.
