@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/oaiwire"
+
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -34,7 +36,7 @@ type rowDetail struct {
 // appendDetail appends r's detail object to b.
 func appendDetail(b []byte, r *Record) []byte {
 	b = append(b, `{"op":`...)
-	b = appendJSONString(b, r.Operation)
+	b = oaiwire.AppendString(b, r.Operation)
 	num := func(name string, v int64) {
 		if v != 0 {
 			b = append(b, ',', '"')
@@ -84,41 +86,10 @@ func appendMetadata(b []byte, m map[string]string) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJSONString(b, k)
+		b = oaiwire.AppendString(b, k)
 		b = append(b, ':')
-		b = appendJSONString(b, m[k])
+		b = oaiwire.AppendString(b, m[k])
 	}
 	return append(b, '}')
 }
 
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string. The store's text is valid
-// UTF-8 without NUL bytes (cleanRecord), so only quotes, backslashes and
-// control characters need escaping.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		default:
-			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
-		start = i + 1
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}

@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/oaiwire"
+
 	"encoding/json"
 	"reflect"
 	"testing"
@@ -13,7 +15,7 @@ import (
 // what is zero.
 func TestRowJSON(t *testing.T) {
 	for _, s := range []string{"", "plain", `q"uote`, `back\slash`, "line\nfeed\r\t", "\x01\x1f\x7f", "héllo ☃ 𝄞", "</script>&"} {
-		b := appendJSONString(nil, s)
+		b := oaiwire.AppendString(nil, s)
 		var got string
 		if err := json.Unmarshal(b, &got); err != nil || got != s {
 			t.Errorf("%q encodes as %s, which reads back as %q (%v)", s, b, got, err)
