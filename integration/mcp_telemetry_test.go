@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -138,7 +139,16 @@ func TestMCPCallMetrics(t *testing.T) {
 	if res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "made-up-tool-xyz"}); err == nil && !res.IsError {
 		t.Fatal("an unknown tool was called")
 	}
+	// The server-side observation is made after the answer is written,
+	// so the last call's may land a moment after the client has it.
 	after := scrapeMetrics(t)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); after = scrapeMetrics(t) {
+		if series(after, "mcp_server_operation_duration_seconds_count", okLabels...)-series(before, "mcp_server_operation_duration_seconds_count", okLabels...) >= 3 &&
+			series(after, "mcp_server_operation_duration_seconds_count", `error_type="denied"`)-series(before, "mcp_server_operation_duration_seconds_count", `error_type="denied"`) >= 1 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	for _, name := range []string{"mcp_server_operation_duration_seconds_count", "mcp_client_operation_duration_seconds_count"} {
 		if d := series(after, name, okLabels...) - series(before, name, okLabels...); d != 3 {
 			t.Errorf("%s for metered/echo rose by %v, want 3", name, d)
