@@ -92,4 +92,3 @@ func appendMetadata(b []byte, m map[string]string) []byte {
 	}
 	return append(b, '}')
 }
-
