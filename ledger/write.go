@@ -121,17 +121,7 @@ func (t sqlTx) query(ctx context.Context, q string, args []any, row func(id int6
 		return err
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var (
-			id int64
-			v  string
-		)
-		if err := rows.Scan(&id, &v); err != nil {
-			return err
-		}
-		row(id, v)
-	}
-	return rows.Err()
+	return scanDims(rows, row)
 }
 
 func (t sqlTx) exec(ctx context.Context, kind stmtKind, rows int, args []any) (int64, error) {
@@ -162,6 +152,28 @@ func (t sqlTx) bulk(ctx context.Context, recs []Record) error {
 	})
 }
 
+// resultRows is what database/sql's and pgx's result sets share.
+type resultRows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// scanDims hands each (id, value) row of a dictionary query to row.
+func scanDims(rs resultRows, row func(id int64, v string)) error {
+	for rs.Next() {
+		var (
+			id int64
+			v  string
+		)
+		if err := rs.Scan(&id, &v); err != nil {
+			return err
+		}
+		row(id, v)
+	}
+	return rs.Err()
+}
+
 // pgTx is a pgx transaction (PostgreSQL). pgx prepares each statement
 // once per connection and keeps it (its statement cache).
 type pgTx struct {
@@ -178,17 +190,7 @@ func (t pgTx) query(ctx context.Context, q string, args []any, row func(id int64
 		return err
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var (
-			id int64
-			v  string
-		)
-		if err := rows.Scan(&id, &v); err != nil {
-			return err
-		}
-		row(id, v)
-	}
-	return rows.Err()
+	return scanDims(rows, row)
 }
 
 func (t pgTx) exec(ctx context.Context, kind stmtKind, rows int, args []any) (int64, error) {
