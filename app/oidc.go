@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/google/uuid"
@@ -33,6 +32,14 @@ type oidcState struct {
 // the egress guard: public addresses only, unless egress_allow says
 // otherwise.
 func (a *App) provisionOIDC() error {
+	// Reserved with or without oidc, as the record store reserves them:
+	// a key named so before oidc is turned on would share a user's
+	// counters after.
+	for _, k := range a.APIKeys {
+		if identity.ReservedName(k.Name) {
+			return fmt.Errorf("api key %q: a key name may not start with %q (identity-provider users are named so)", k.Name, identity.UserPrefix)
+		}
+	}
 	if a.OIDC == nil {
 		return nil
 	}
@@ -56,11 +63,6 @@ func (a *App) provisionOIDC() error {
 			if !keys.ValidScope(sc) {
 				return fmt.Errorf("oidc: group %q: unknown scope %q", g.Name, sc)
 			}
-		}
-	}
-	for _, k := range a.APIKeys {
-		if strings.HasPrefix(k.Name, jwtauth.UserPrefix) {
-			return fmt.Errorf("api key %q: with oidc, a key name may not start with %q (token users are named so)", k.Name, jwtauth.UserPrefix)
 		}
 	}
 	guard, err := upstream.NewGuard(cfg.EgressAllow)

@@ -22,6 +22,16 @@ const (
 	SourceOIDC   = "oidc"
 )
 
+// UserPrefix starts the Name of a caller authenticated by an identity
+// provider's token ("user:<sub>"). Rate limits, budgets and the ledger
+// key on a caller's Name within its workspace, so no gateway key may be
+// named so: a key named "user:alice" would share alice's counters.
+const UserPrefix = "user:"
+
+// ReservedName reports whether name is reserved for token users and so
+// refused as a gateway key's name (see UserPrefix).
+func ReservedName(name string) bool { return strings.HasPrefix(name, UserPrefix) }
+
 // Types of key: a workspace key manages its own workspace's records, an
 // organisation key every workspace of its organisation.
 const (

@@ -121,6 +121,9 @@ func (s *Store) ImportAPIKeys(ctx context.Context, recs []*APIKey, workers int) 
 			return fmt.Errorf("keys: import: id %q is not a UUID or is given twice", r.ID)
 		}
 		seen[r.ID] = true
+		if err := checkKeyName(r.Name); err != nil {
+			return fmt.Errorf("keys: import: key %s: %w", r.ID, err)
+		}
 		if _, err := ParseDigest(r.Digest); err != nil {
 			return fmt.Errorf("keys: import: key %s has no digest", r.ID)
 		}

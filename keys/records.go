@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
@@ -54,6 +57,9 @@ func (s *Store) loadRecord(ctx context.Context, kind, id string, into any) ([]by
 // it exists outside the client. r's ID, digest, prefix, status and times
 // are set here.
 func (s *Store) CreateAPIKey(ctx context.Context, r *APIKey) (string, error) {
+	if err := checkKeyName(r.Name); err != nil {
+		return "", err
+	}
 	h := s.Hasher()
 	if h == nil || !s.Ready() {
 		return "", ErrNotReady
@@ -82,12 +88,32 @@ func (s *Store) UpdateAPIKey(ctx context.Context, id string, fn func(*APIKey) er
 	if err != nil {
 		return nil, err
 	}
+	before := r.Name
 	if err := fn(r); err != nil {
 		return nil, err
+	}
+	if r.Name != before {
+		if err := checkKeyName(r.Name); err != nil {
+			return nil, err
+		}
 	}
 	r.UpdatedAt = s.now()
 	r.Version++
 	return r, s.swap(ctx, kindAPIKeys, r.ID, old, r)
+}
+
+// checkKeyName refuses a key name reserved for identity-provider users
+// (identity.ReservedName): every way a key record is written (create,
+// rename, import) passes here, so no key shares a user's rate limits,
+// budgets or ledger name.
+func checkKeyName(name string) error {
+	if !identity.ReservedName(name) {
+		return nil
+	}
+	e := apierror.Newf(http.StatusBadRequest, apierror.TypeInvalidRequest,
+		"a key name may not start with %q: names so are those of identity-provider users (docs/identity.md)", identity.UserPrefix).WithCode("name_reserved")
+	e.Param = "name"
+	return e
 }
 
 // revokeAttempts bounds RevokeAPIKey's retries; each conflict means

@@ -30,8 +30,8 @@ const (
 	DefaultCacheTTL = time.Minute
 	// MaxCacheTTL bounds cache_ttl.
 	MaxCacheTTL = time.Hour
-	// UserPrefix starts a token caller's Name.
-	UserPrefix = "user:"
+	// UserPrefix starts a token caller's Name (identity.UserPrefix).
+	UserPrefix = identity.UserPrefix
 )
 
 // Config is the llm app's "oidc" member.
