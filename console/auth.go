@@ -2,12 +2,9 @@ package console
 
 import (
 	"errors"
-	"fmt"
 	"html/template"
 	"net/http"
-	"strconv"
 	"strings"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -40,7 +37,10 @@ type page struct {
 	Who   string
 	Flash string
 	Err   string
-	Data  any
+	// Refresh, when set, moves the browser on to it (a meta refresh:
+	// no script, so the CSP stays as it is).
+	Refresh string
+	Data    any
 }
 
 // current returns the signed-in request, or sends the browser to sign in.
@@ -68,7 +68,7 @@ func (h *Handler) current(w http.ResponseWriter, r *http.Request) (*ctx, bool) {
 // the gateway accepts.
 func (h *Handler) signin(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
-		h.render(w, r, http.StatusOK, "signin", &page{Title: "Sign in"})
+		h.render(w, r, http.StatusOK, "signin", h.signinPage(""))
 		return
 	}
 	key := strings.TrimSpace(r.PostFormValue("key"))
@@ -79,24 +79,21 @@ func (h *Handler) signin(w http.ResponseWriter, r *http.Request) {
 		throttled = ""
 	}
 	if wait, ok := h.sessions.admitSignIn(clientAddress(r), throttled); !ok {
-		secs := int((wait + time.Second - 1) / time.Second)
-		w.Header().Set("Retry-After", strconv.Itoa(secs))
-		h.render(w, r, http.StatusTooManyRequests, "signin", &page{Title: "Sign in",
-			Err: fmt.Sprintf("too many sign-in attempts; try again in %d seconds", secs)})
+		h.tooManySignIns(w, r, wait)
 		return
 	}
 	if key == "" || len(key) > maxKeyLen {
-		h.render(w, r, http.StatusUnauthorized, "signin", &page{Title: "Sign in", Err: "enter a gateway key"})
+		h.render(w, r, http.StatusUnauthorized, "signin", h.signinPage("enter a gateway key"))
 		return
 	}
 	if _, ok := h.auth(key); !ok {
 		// Say no more than the API would: not which part was wrong.
-		h.render(w, r, http.StatusUnauthorized, "signin", &page{Title: "Sign in", Err: "the gateway does not accept this key"})
+		h.render(w, r, http.StatusUnauthorized, "signin", h.signinPage("the gateway does not accept this key"))
 		return
 	}
 	id, _, err := h.sessions.create(key, h.ttl())
 	if errors.Is(err, errTooManySessions) {
-		h.render(w, r, http.StatusServiceUnavailable, "signin", &page{Title: "Sign in", Err: "too many console sessions; try again later"})
+		h.render(w, r, http.StatusServiceUnavailable, "signin", h.signinPage("too many console sessions; try again later"))
 		return
 	}
 	http.SetCookie(w, h.cookie(r, id, int(h.ttl().Seconds())))
@@ -139,7 +136,7 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 }
 
 // pageNames are the templates, each rendered inside layout.html.
-var pageNames = []string{"signin", "error", "overview", "keys", "logs", "playground", "budgets", "virtualkeys", "batches", "configs", "keyedit", "prompts"}
+var pageNames = []string{"signin", "signedin", "error", "overview", "keys", "logs", "playground", "budgets", "virtualkeys", "batches", "configs", "keyedit", "prompts"}
 
 func parsePages() (map[string]*template.Template, error) {
 	out := make(map[string]*template.Template, len(pageNames))

@@ -41,6 +41,7 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity/jwtauth"
 )
 
 //go:embed templates/*.html
@@ -97,8 +98,11 @@ type Handler struct {
 	sessions *sessions
 	client   *http.Client
 	// auth authenticates a gateway key (the llm app's Authenticate).
-	auth  func(key string) (*identity.Caller, bool)
-	pages map[string]*template.Template
+	auth func(key string) (*identity.Caller, bool)
+	// tokens is the llm app's identity provider (its oidc block), nil
+	// without one: the console's sign-in through it (oidc.go).
+	tokens *jwtauth.Authenticator
+	pages  map[string]*template.Template
 }
 
 // CaddyModule returns the Caddy module information.
@@ -121,6 +125,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("llm_console: the llm app: %w", err)
 	}
 	h.auth = a.(*app.App).Authenticate
+	h.tokens = a.(*app.App).Tokens()
 	v, _, err := sessionPool.LoadOrNew(sessionPoolKey, func() (caddy.Destructor, error) { return newSessions(), nil })
 	if err != nil {
 		return err
@@ -209,8 +214,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		h.fail(w, r, nil, http.StatusMethodNotAllowed, "method not allowed")
 		return nil
 	}
-	if path == "/signin" {
+	switch path {
+	case "/signin":
 		h.signin(w, r)
+		return nil
+	case "/oidc/login":
+		h.oidcLogin(w, r)
+		return nil
+	case "/oidc/callback":
+		h.oidcCallback(w, r)
 		return nil
 	}
 	c, ok := h.current(w, r)

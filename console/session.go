@@ -61,12 +61,16 @@ type sessions struct {
 	byKey map[keyID][]string
 	// signins throttles sign-in attempts (signin_throttle.go).
 	signins *signinThrottle
+	// pending are the sign-ins begun at the identity provider, by
+	// state (oidc.go).
+	pending map[string]pendingSignIn
 	// now is time.Now outside tests.
 	now func() time.Time
 }
 
 func newSessions() *sessions {
-	return &sessions{m: make(map[string]*session), byKey: make(map[keyID][]string), signins: newSigninThrottle(), now: time.Now}
+	return &sessions{m: make(map[string]*session), byKey: make(map[keyID][]string), signins: newSigninThrottle(),
+		pending: make(map[string]pendingSignIn), now: time.Now}
 }
 
 // Destruct lets the store live in a caddy.UsagePool.
