@@ -1,7 +1,8 @@
 // Package jwttest is an in-process OpenID Connect issuer for tests: a
 // discovery document, a JWKS with RSA and EC keys that rotate, a userinfo
 // endpoint whose groups a test changes, and the authorization-code flow
-// with PKCE (S256), state and nonce, signing in one configured user.
+// with PKCE (S256), state and nonce behind a login page (a form naming
+// the user).
 package jwttest
 
 import (
@@ -13,6 +14,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -38,6 +40,9 @@ type Issuer struct {
 	login   string
 	codes   map[string]grant
 	jwksHit atomic.Int64
+	// nonce, when set, replaces the sign-in's nonce in ID tokens (a
+	// misbehaving or replaying IdP).
+	nonce string
 }
 
 type signer struct {
@@ -100,6 +105,13 @@ func (is *Issuer) SetUser(sub string, claims map[string]any) {
 	is.mu.Lock()
 	defer is.mu.Unlock()
 	is.users[sub] = claims
+}
+
+// SetNonce makes ID tokens carry nonce instead of the sign-in's.
+func (is *Issuer) SetNonce(nonce string) {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	is.nonce = nonce
 }
 
 // SetLogin makes the authorization endpoint sign in sub.
@@ -247,16 +259,33 @@ func (is *Issuer) subject(tok string) (string, bool) {
 	return "", false
 }
 
+// authorize is the login page: GET shows a form (the user's name,
+// prefilled with SetLogin's, and the request's parameters), POST signs
+// that user in and sends the browser back with a code.
 func (is *Issuer) authorize(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost {
+		_ = r.ParseForm()
+	}
 	q := r.URL.Query()
+	if r.Method == http.MethodPost {
+		q = r.PostForm
+	}
 	if q.Get("client_id") != is.ClientID || q.Get("response_type") != "code" || q.Get("code_challenge_method") != "S256" ||
 		q.Get("code_challenge") == "" || q.Get("state") == "" || q.Get("nonce") == "" {
 		http.Error(w, "bad authorization request", http.StatusBadRequest)
 		return
 	}
 	is.mu.Lock()
+	login := is.login
+	is.mu.Unlock()
+	if r.Method != http.MethodPost {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_ = loginPage.Execute(w, map[string]any{"Login": login, "Params": q})
+		return
+	}
+	is.mu.Lock()
 	code := fmt.Sprintf("code-%d", time.Now().UnixNano())
-	is.codes[code] = grant{sub: is.login, nonce: q.Get("nonce"), challenge: q.Get("code_challenge"), redirect: q.Get("redirect_uri")}
+	is.codes[code] = grant{sub: q.Get("username"), nonce: q.Get("nonce"), challenge: q.Get("code_challenge"), redirect: q.Get("redirect_uri")}
 	is.mu.Unlock()
 	u, _ := url.Parse(q.Get("redirect_uri"))
 	v := u.Query()
@@ -288,10 +317,47 @@ func (is *Issuer) token(w http.ResponseWriter, r *http.Request) {
 	at := is.Std(g.sub, is.Audience, 5*time.Minute)
 	idt := is.Std(g.sub, is.ClientID, 5*time.Minute)
 	idt["nonce"] = g.nonce
+	is.mu.Lock()
+	if is.nonce != "" {
+		idt["nonce"] = is.nonce
+	}
+	is.mu.Unlock()
 	for k, v := range claims {
 		at[k], idt[k] = v, v
 	}
 	writeJSON(w, map[string]any{"access_token": is.Mint(at), "id_token": is.Mint(idt), "token_type": "Bearer", "expires_in": 300})
+}
+
+// loginPage is the IdP's sign-in form.
+var loginPage = template.Must(template.New("login").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,"><title>Test IdP sign-in</title></head>
+<body><form method="post" action="/authorize" id="idp-login">
+{{range $k, $v := .Params}}<input type="hidden" name="{{$k}}" value="{{index $v 0}}">
+{{end}}<label for="username">User</label> <input id="username" name="username" value="{{.Login}}">
+<button type="submit" id="idp-submit">Sign in</button>
+</form></body></html>`))
+
+// Approve signs sub in at authURL (the authorization request a client
+// redirected to) as the login page's form would, and returns the
+// redirect back to the client (with code and state), for tests without
+// a browser.
+func (is *Issuer) Approve(authURL, sub string) (string, error) {
+	u, err := url.Parse(authURL)
+	if err != nil {
+		return "", err
+	}
+	form := u.Query()
+	form.Set("username", sub)
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.PostForm(is.URL+"/authorize", form)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusFound {
+		return "", fmt.Errorf("the IdP answered %d", resp.StatusCode)
+	}
+	return resp.Header.Get("Location"), nil
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
