@@ -192,7 +192,7 @@ func TestIdentityJWTGroupRemoved(t *testing.T) {
 
 // TestIdentityJWTRefused: tokens that must not pass are 401s in the
 // OpenAI error envelope (authentication_error, the documented code), and
-// the provider is never called: a forged signature (the published kid,
+// the provider is never called (on Messages, Anthropic's error shape): a forged signature (the published kid,
 // another key), expired, another audience, another issuer, alg none,
 // HS256 keyed with the IdP's public key, and a user in no admitted group.
 func TestIdentityJWTRefused(t *testing.T) {
@@ -237,6 +237,20 @@ func TestIdentityJWTRefused(t *testing.T) {
 				t.Errorf("the answer repeats the token")
 			}
 		})
+	}
+	// On Anthropic's road (x-api-key, /v1/messages) the refusal is in
+	// Anthropic's error shape.
+	resp, raw := rawDo(t, gatewayURL(), http.MethodPost, "/messages",
+		[]byte(`{"model":"gpt-4o-mini","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`),
+		"x-api-key", is.Mint(claims(func(c jwttest.Claims) { c["aud"] = "another-api" })), "x-gateway-provider", "openai", "x-gateway-custom-host", up.URL)
+	var env struct {
+		Type  string `json:"type"`
+		Error struct {
+			Type string `json:"type"`
+		} `json:"error"`
+	}
+	if resp.StatusCode != http.StatusUnauthorized || json.Unmarshal(raw, &env) != nil || env.Type != "error" || env.Error.Type != "authentication_error" {
+		t.Errorf("Messages with a wrong-audience token: %d %s; want 401 in Anthropic's error shape", resp.StatusCode, raw)
 	}
 	if n := up.count(); n != 0 {
 		t.Errorf("the provider was called %d times for refused tokens", n)
