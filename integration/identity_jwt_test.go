@@ -191,10 +191,11 @@ func TestIdentityJWTGroupRemoved(t *testing.T) {
 }
 
 // TestIdentityJWTRefused: tokens that must not pass are 401s in the
-// OpenAI error envelope (authentication_error, the documented code), and
-// the provider is never called (on Messages, Anthropic's error shape): a forged signature (the published kid,
-// another key), expired, another audience, another issuer, alg none,
-// HS256 keyed with the IdP's public key, and a user in no admitted group.
+// OpenAI error envelope (authentication_error, the documented code; on
+// Messages, Anthropic's error shape), and the provider is never called:
+// a forged signature (the published kid, another key), expired, another
+// audience, another issuer, alg none, HS256 keyed with the IdP's public
+// key, and a user in no admitted group.
 func TestIdentityJWTRefused(t *testing.T) {
 	is := newIdP(t)
 	up := newFakeOpenAI(t)
