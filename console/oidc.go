@@ -217,6 +217,10 @@ func (h *Handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		exp = tok.Expiry
 	}
 	ttl := min(h.ttl(), time.Until(exp))
+	if ttl < time.Second {
+		refuse(http.StatusUnauthorized, "the identity provider's token has already expired; sign in again")
+		return
+	}
 	id, _, err := h.sessions.create(cred, ttl)
 	if err != nil {
 		refuse(http.StatusServiceUnavailable, "too many console sessions; try again later")
