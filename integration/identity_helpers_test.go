@@ -84,9 +84,11 @@ func tokenClient(token, upURL string) openai.Client {
 	)
 }
 
-// sqliteLedger is the llm block's ledger option for a new SQLite file.
+// sqliteLedger is the llm block's ledger option for a new SQLite file,
+// in a directory removed when the process ends, not the test: the site
+// keeps running (and may write) until the next test loads another.
 func sqliteLedger(t *testing.T) string {
-	return fmt.Sprintf("ledger %q", filepath.Join(t.TempDir(), "ledger.db"))
+	return fmt.Sprintf("ledger %q", filepath.Join(storageDir(t), "ledger.db"))
 }
 
 // statusesOf sends n chats with token and returns their statuses.
