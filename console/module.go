@@ -6,7 +6,9 @@
 //		llm_console
 //	}
 //
-// Sign-in takes a gateway key. The key is kept in server memory only, in
+// Sign-in takes a gateway key, or (with the llm app's oidc block) goes
+// through the identity provider, whose token then plays the key's part
+// (oidc.go). The key is kept in server memory only, in
 // a session held by a caddy.UsagePool (so a reload keeps everyone signed
 // in); the browser gets a random session id in an HttpOnly,
 // SameSite=Strict cookie (Secure over TLS), and every POST must carry the
