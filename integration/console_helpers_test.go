@@ -36,6 +36,10 @@ func consoleSiteWith(t testing.TB, upstream, ledgerPath, extra string) {
 	newHTTPPort()
 	cf := strings.Replace(s.caddyfile(), "\thandle /v1/* {", "\thandle_path /console/* {\n\t\tllm_console\n\t}\n\thandle /v1/* {", 1)
 	loadCaddyfile(t, cf)
+	// Cleanups run last first: stop the site before the test's
+	// directories (its storage and ledger) are removed, since it may
+	// still be writing there ("directory not empty", ~1 run in 15).
+	t.Cleanup(func() { loadSite(t, site{}) })
 	t.Cleanup(http.DefaultTransport.(*http.Transport).CloseIdleConnections)
 }
 
