@@ -29,6 +29,10 @@ var (
 		Message: "the provider refused to give the batch's job results"}
 )
 
+// codeJobFailed is the error code of a batch whose provider job failed
+// as a whole (its message is the provider's reason).
+const codeJobFailed = "provider_job_failed"
+
 func submitFailed(err error) LineError {
 	msg := "the provider could not be reached to create the batch's job; it was not retried, so that it never runs twice"
 	if ae := new(apierror.Error); errors.As(err, &ae) {
@@ -44,7 +48,7 @@ func (e *Engine) nativeJobs(j *job, caller Caller, header http.Header, provider 
 	if !ok {
 		return nil, &abortRoute
 	}
-	api, err := nr.NativeJobs(e.ctx, caller, header, provider)
+	api, err := nr.NativeJobs(e.ctx, caller, header, provider, j.rec.Batch.ID)
 	switch {
 	case errors.Is(err, ErrCallerRevoked):
 		return nil, &abortRevoked
@@ -92,7 +96,8 @@ func (e *Engine) driveNative(j *job, in *input, st *progress, caller Caller, hea
 		if reason, ok = e.pollNative(j, api, ns.JobID); !ok {
 			return
 		}
-		if ab := e.abortOf(j); (ab == nil || ab.Code != errJobGone.Code) && !e.collectNative(j, in, st, api, ns.JobID, res) {
+		// A job gone or failed as a whole has no results to read.
+		if ab := e.abortOf(j); (ab == nil || (ab.Code != errJobGone.Code && ab.Code != codeJobFailed)) && !e.collectNative(j, in, st, api, ns.JobID, res) {
 			return
 		}
 	}
@@ -208,7 +213,11 @@ func (e *Engine) pollNative(j *job, api NativeJobs, jobID string) (reason int, o
 			c.Failed = job.Errored + job.Canceled + job.Expired + j.rec.Native.Rejected
 			e.mu.Unlock()
 			if job.Ended {
-				if e.native(j).Expired || job.Expired > 0 {
+				if job.Failure != "" {
+					e.abortWith(j, LineError{Code: codeJobFailed, Message: job.Failure})
+					return reasonHalted, true
+				}
+				if e.native(j).Expired || job.Expired > 0 || job.WindowEnded {
 					return reasonExpired, true
 				}
 				return reasonNone, true
