@@ -87,8 +87,11 @@ func (b batchRunner) resolveNative(c batches.Caller, header http.Header, batchID
 		if !jobs.BatchReady(&t.Settings) {
 			return nil, false, nil
 		}
-		n.api = &driverJobs{d: jobs, env: providers.BatchEnv{Settings: &t.Settings, Name: batchID,
-			HTTP: &http.Client{Transport: routeTransport{n}}, Error: n.providerError}}
+		env := providers.BatchEnv{Settings: &t.Settings, Name: batchID, HTTP: &http.Client{Transport: routeTransport{n}}, Error: n.providerError}
+		if t.GuardEgress {
+			env.Egress = b.g.guard
+		}
+		n.api = &driverJobs{d: jobs, env: env}
 	default:
 		return nil, false, nil
 	}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -40,26 +41,26 @@ func bedrockBatchSite(t *testing.T, up *fakeBedrockJobs, extra string) {
 	reloadSafeTransport.CloseIdleConnections()
 }
 
-// bedrockBatchInput is OpenAI batch lines for one Bedrock model: custom_ids
-// Bedrock would refuse as recordIds, a line the provider refuses, a line
-// without a model (refused by the on-demand translation) and a line of
-// another model (a job runs one model).
-func bedrockBatchInput() []byte {
+// oneModelInput is OpenAI batch lines for a job API that runs one model:
+// custom_ids no provider takes as ids, a line the provider refuses
+// ("reject"), a line without a model (refused by the on-demand
+// translation) and a line of another model.
+func oneModelInput(model, other string) []byte {
 	lines := []string{
-		`{"custom_id":"q/1 ü","method":"POST","url":"/v1/chat/completions","body":{"model":"` + bedrockModel + `","max_tokens":16,"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"hi 1"}]}}`,
-		`{"custom_id":"req-2","method":"POST","url":"/v1/chat/completions","body":{"model":"` + bedrockModel + `","max_tokens":16,"messages":[{"role":"user","content":"reject 2"}]}}`,
-		`{"custom_id":"req-3","method":"POST","url":"/v1/chat/completions","body":{"model":"` + bedrockModel + `","max_tokens":16,"messages":[{"role":"user","content":"hi 3"}]}}`,
+		`{"custom_id":"q/1 ü","method":"POST","url":"/v1/chat/completions","body":{"model":"` + model + `","max_tokens":16,"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"hi 1"}]}}`,
+		`{"custom_id":"req-2","method":"POST","url":"/v1/chat/completions","body":{"model":"` + model + `","max_tokens":16,"messages":[{"role":"user","content":"reject 2"}]}}`,
+		`{"custom_id":"req-3","method":"POST","url":"/v1/chat/completions","body":{"model":"` + model + `","max_tokens":16,"messages":[{"role":"user","content":"hi 3"}]}}`,
 		`{"custom_id":"req-4","method":"POST","url":"/v1/chat/completions","body":{"max_tokens":16,"messages":[{"role":"user","content":"hi 4"}]}}`,
-		`{"custom_id":"req-5","method":"POST","url":"/v1/chat/completions","body":{"model":"amazon.nova-lite-v1:0","max_tokens":16,"messages":[{"role":"user","content":"hi 5"}]}}`,
+		`{"custom_id":"req-5","method":"POST","url":"/v1/chat/completions","body":{"model":"` + other + `","max_tokens":16,"messages":[{"role":"user","content":"hi 5"}]}}`,
 	}
 	return []byte(strings.Join(lines, "\n") + "\n")
 }
 
-// bedrockBatchLines is n lines of the test model.
-func bedrockBatchLines(n int) []byte {
+// modelLines is n lines of model.
+func modelLines(model string, n int) []byte {
 	var b strings.Builder
 	for i := 1; i <= n; i++ {
-		fmt.Fprintf(&b, `{"custom_id":"req-%d","method":"POST","url":"/v1/chat/completions","body":{"model":%q,"max_tokens":16,"messages":[{"role":"user","content":"hi %d"}]}}`+"\n", i, bedrockModel, i)
+		fmt.Fprintf(&b, `{"custom_id":"req-%d","method":"POST","url":"/v1/chat/completions","body":{"model":%q,"max_tokens":16,"messages":[{"role":"user","content":"hi %d"}]}}`+"\n", i, model, i)
 	}
 	return []byte(b.String())
 }
@@ -73,7 +74,7 @@ func TestBatchNativeBedrock(t *testing.T) {
 	up := newFakeBedrockJobs(t)
 	bedrockBatchSite(t, up, "")
 	client := newClient("x-gateway-virtual-key", "bedrock-batch")
-	b := newNativeBatch(t, client, bedrockBatchInput())
+	b := newNativeBatch(t, client, oneModelInput(bedrockModel, "amazon.nova-lite-v1:0"))
 	b = waitBatch(t, client, b.ID, openai.BatchStatusCompleted)
 
 	creates, _, _, runtime := up.counts()
@@ -117,6 +118,14 @@ func TestBatchNativeBedrock(t *testing.T) {
 		t.Fatalf("the other model's line: %s", l.Raw)
 	}
 
+	checkOneModelLedger(t, b.ID, "bedrock", bedrockModel)
+}
+
+// checkOneModelLedger checks the ledger of a oneModelInput batch: one
+// record per line the job ran, flagged with the batch, an answered line
+// (2,095 in, 503 out) costing half its on-demand price.
+func checkOneModelLedger(t *testing.T, batchID, provider, model string) {
+	t.Helper()
 	syncLedger(t)
 	var logs struct {
 		Total int64
@@ -129,17 +138,17 @@ func TestBatchNativeBedrock(t *testing.T) {
 			CustomID string `json:"custom_id"`
 		}
 	}
-	if code := getJSON(t, "/logs?page_size=100&ai_org_model="+bedrockModel, gatewayKey, &logs); code != 200 {
+	if code := getJSON(t, "/logs?page_size=100&ai_org_model="+url.QueryEscape(model), gatewayKey, &logs); code != 200 {
 		t.Fatalf("GET /v1/logs: %d", code)
 	}
-	onDemand, known := cost.Builtin().Cost("bedrock", bedrockModel, providers.Usage{PromptTokens: 2095, CompletionTokens: 503, TotalTokens: 2598})
+	onDemand, known := cost.Builtin().Cost(provider, model, providers.Usage{PromptTokens: 2095, CompletionTokens: 503, TotalTokens: 2598})
 	if !known {
-		t.Fatalf("%s has no price", bedrockModel)
+		t.Fatalf("%s has no price", model)
 	}
 	answered, refused := 0, 0
 	for _, r := range logs.Data {
-		if r.BatchID != b.ID || r.Provider != "bedrock" || r.Model != bedrockModel {
-			t.Fatalf("ledger record %+v is not a line of %s", r, b.ID)
+		if r.BatchID != batchID || r.Provider != provider || r.Model != model {
+			t.Fatalf("ledger record %+v is not a line of %s", r, batchID)
 		}
 		switch r.CustomID {
 		case "q/1 ü", "req-3":
@@ -154,7 +163,7 @@ func TestBatchNativeBedrock(t *testing.T) {
 	if logs.Total != 3 || answered != 2 || refused != 1 {
 		t.Fatalf("%d ledger records (%d answered, %d refused), want the 3 lines the job ran: %+v", logs.Total, answered, refused, logs.Data)
 	}
-	t.Logf("one line of %s (2095 in, 503 out): on demand $%.6f, native batch $%.6f", bedrockModel, onDemand, float64(int64(math.Round(onDemand/2*1e9)))/1e9)
+	t.Logf("one line of %s on %s (2095 in, 503 out): on demand $%.6f, native batch $%.6f", model, provider, onDemand, float64(int64(math.Round(onDemand/2*1e9)))/1e9)
 }
 
 // TestBatchNativeBedrockCancel: a cancel is StopModelInvocationJob; the
@@ -164,7 +173,7 @@ func TestBatchNativeBedrockCancel(t *testing.T) {
 	up.setHold(true)
 	bedrockBatchSite(t, up, "")
 	client := newClient("x-gateway-virtual-key", "bedrock-batch")
-	b := newNativeBatch(t, client, bedrockBatchLines(3))
+	b := newNativeBatch(t, client, modelLines(bedrockModel, 3))
 	waitFor(t, "the job's creation", func() bool { _, gets, _, _ := up.counts(); return gets > 0 })
 	if _, err := client.Batches.Cancel(context.Background(), b.ID); err != nil {
 		t.Fatal(err)
@@ -195,7 +204,7 @@ func TestBatchNativeBedrockExpired(t *testing.T) {
 	up.expireFrom = 2
 	bedrockBatchSite(t, up, "")
 	client := newClient("x-gateway-virtual-key", "bedrock-batch")
-	b := newNativeBatch(t, client, bedrockBatchLines(4))
+	b := newNativeBatch(t, client, modelLines(bedrockModel, 4))
 	b = waitBatch(t, client, b.ID, openai.BatchStatusExpired)
 	out, errs := byCustomID(t, fileText(t, client, b.OutputFileID)), byCustomID(t, fileText(t, client, b.ErrorFileID))
 	if len(out) != 2 || len(errs) != 2 || errs["req-3"].Get("error.code").Str != "batch_expired" || errs["req-4"].Get("error.code").Str != "batch_expired" {
@@ -212,7 +221,7 @@ func TestBatchNativeBedrockNotReady(t *testing.T) {
 	up := newFakeBedrockJobs(t)
 	bedrockSite(t, up.fakeBedrock)
 	client := newClient("x-gateway-virtual-key", "bedrock-test")
-	b := newNativeBatch(t, client, bedrockBatchLines(2))
+	b := newNativeBatch(t, client, modelLines(bedrockModel, 2))
 	waitBatch(t, client, b.ID, openai.BatchStatusCompleted)
 	if creates, _, _, runtime := up.counts(); creates != 0 || runtime != 2 {
 		t.Fatalf("%d job creates, %d runtime calls; want a managed run of 2 Converse calls", creates, runtime)
@@ -234,7 +243,7 @@ func TestBatchNativeBedrockS3Refused(t *testing.T) {
 		}`, bedrockSecret, up.URL, bedrockBucket, bedrockRoleARN, up.s3.URL)})
 	reloadSafeTransport.CloseIdleConnections()
 	client := newClient("x-gateway-virtual-key", "bedrock-batch")
-	b := newNativeBatch(t, client, bedrockBatchLines(2))
+	b := newNativeBatch(t, client, modelLines(bedrockModel, 2))
 	b = waitBatch(t, client, b.ID, openai.BatchStatusFailed)
 	if creates, _, _, _ := up.counts(); creates != 0 {
 		t.Fatalf("%d jobs created after S3 refused the input", creates)

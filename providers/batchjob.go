@@ -117,6 +117,9 @@ type BatchEnv struct {
 	// HTTP sends every call: the route's transports and, for a target
 	// whose addresses come from client input, its egress policy.
 	HTTP *http.Client
+	// Egress is that policy (nil when none applies), for the calls a
+	// provider's Prepare makes itself (a service account's token).
+	Egress Dialer
 	// Error turns a call's non-2xx answer into the error the engine
 	// reads (an *apierror.Error with the provider's status and message).
 	Error func(status int, body []byte) error

@@ -38,6 +38,12 @@ type Settings struct {
 	CloudCProjectID          string          `json:"cloudc_project_id,omitempty"`
 	CloudCRegion             string          `json:"cloudc_region,omitempty"`
 	CloudCServiceAccountJSON json.RawMessage `json:"cloudc_service_account_json,omitempty"`
+	// Vertex AI batch prediction (providers/vertex/batch.go): the Cloud
+	// Storage location (gs://bucket/prefix) of a native batch's lines and
+	// results and, for a store of its own, the Cloud Storage JSON API's
+	// endpoint. Configuration only.
+	CloudCBatchGCSURI      string `json:"cloudc_batch_gcs_uri,omitempty"`
+	CloudCBatchGCSEndpoint string `json:"cloudc_batch_gcs_endpoint,omitempty"`
 
 	CloudBRegion         string `json:"cloudb_region,omitempty"`
 	CloudBDeploymentName string `json:"cloudb_deployment_name,omitempty"`

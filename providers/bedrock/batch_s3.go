@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -52,29 +51,18 @@ func s3Client(env *providers.BatchEnv) (*s3.Client, error) {
 	return s3.New(o), nil
 }
 
-// putObject stores what write writes as bucket/key. It is spooled to a
-// temporary file first: the signature covers the body's SHA-256, and a
-// batch's lines may be larger than memory should hold.
+// putObject stores what write writes as bucket/key, spooled first: the
+// signature covers the body's SHA-256.
 func (p *Provider) putObject(ctx context.Context, env *providers.BatchEnv, bucket, key string, write func(io.Writer) error) error {
 	c, err := s3Client(env)
 	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp("", "llm-batch-*.jsonl")
+	f, size, done, err := providers.SpoolBatch(write)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = f.Close(); _ = os.Remove(f.Name()) }()
-	if err := write(f); err != nil {
-		return err
-	}
-	size, err := f.Seek(0, io.SeekCurrent)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return err
-	}
+	defer done()
 	_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: f,
 		ContentLength: aws.Int64(size), ContentType: aws.String("application/jsonl")})
 	return s3Error("storing the batch's input in S3", err)
