@@ -1,7 +1,6 @@
 package bedrock
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -298,22 +297,5 @@ func (p *Provider) controlCall(ctx context.Context, env *providers.BatchEnv, met
 	if err := p.Sign(u, s, region); err != nil {
 		return 0, nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, method, target.String(), bytes.NewReader(body))
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header = u.Header
-	res, err := env.HTTP.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(res.Body, 1<<20+1))
-	if err != nil {
-		return 0, nil, err
-	}
-	if len(b) > 1<<20 {
-		return 0, nil, errors.New("bedrock: the control plane's answer is too large")
-	}
-	return res.StatusCode, b, nil
+	return providers.BatchCall(ctx, env, method, target.String(), u.Header, body, 1<<20)
 }

@@ -1,7 +1,6 @@
 package vertex
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -191,26 +190,5 @@ func gcsError(what string, res *http.Response) error {
 
 // send makes one call and reads its answer, at most maxAnswer.
 func send(ctx context.Context, env *providers.BatchEnv, method, u string, h http.Header, body []byte) (int, []byte, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header = h.Clone()
-	res, err := env.HTTP.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(res.Body, maxAnswer+1))
-	if err != nil {
-		return 0, nil, err
-	}
-	if len(b) > maxAnswer {
-		return 0, nil, errors.New("vertex-ai: the answer is too large")
-	}
-	return res.StatusCode, b, nil
+	return providers.BatchCall(ctx, env, method, u, h, body, maxAnswer)
 }
