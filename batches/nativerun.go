@@ -27,6 +27,8 @@ var (
 		Message: "the provider no longer knows the batch's job"}
 	errResultsGone = LineError{Code: "provider_results_unavailable",
 		Message: "the provider refused to give the batch's job results"}
+	errResultMissing = LineError{Code: "native_result_missing",
+		Message: "the provider's results did not include this request"}
 )
 
 // codeJobFailed is the error code of a batch whose provider job failed
@@ -274,15 +276,15 @@ func (e *Engine) collectNative(j *job, in *input, st *progress, api NativeJobs, 
 				}
 				line, ok = resultLine(cid, r.Status, r.Body, nil)
 			case providers.BatchExpired:
-				line = skippedLine(cid, "batch_expired", "this request could not be executed before the completion window ended")
+				line = skippedLine(cid, errExpiredLine.Code, errExpiredLine.Message)
 			default:
-				code, msg := "batch_cancelled", "the batch was cancelled before this request ran"
+				skip := errCancelledLine
 				if expired {
-					code, msg = "batch_expired", "this request could not be executed before the completion window ended"
+					skip = errExpiredLine
 				} else if ab := e.abortOf(j); ab != nil {
-					code, msg = ab.Code, ab.Message
+					skip = *ab
 				}
-				line = skippedLine(cid, code, msg)
+				line = skippedLine(cid, skip.Code, skip.Message)
 			}
 			res.add(line, ok)
 			st.setDispatched(cid, true)
@@ -327,36 +329,5 @@ func (e *Engine) abortOf(j *job) *LineError {
 // missing from the provider's results) in the error file and finishes
 // the batch.
 func (e *Engine) endNative(j *job, in *input, st *progress, reason int) {
-	e.mu.Lock()
-	cancelled, abort := j.cancelled, j.abort
-	e.mu.Unlock()
-	code, msg := "native_result_missing", "the provider's results did not include this request"
-	switch {
-	case abort != nil:
-		code, msg = abort.Code, abort.Message
-		reason = reasonHalted
-	case cancelled:
-		code, msg = "batch_cancelled", "the batch was cancelled before this request ran"
-		reason = reasonHalted
-	case reason == reasonExpired:
-		code, msg = "batch_expired", "this request could not be executed before the completion window ended"
-	}
-	res := &results{}
-	err := in.lines(j.rec.Batch.Endpoint, func(ln inputLine) bool {
-		if !st.isDone(ln.CustomID) {
-			res.add(skippedLine(ln.CustomID, code, msg), false)
-		}
-		return true
-	})
-	if err != nil && e.ctx.Err() != nil {
-		return
-	}
-	if !e.checkpoint(j, res, st) {
-		return
-	}
-	var errs []LineError
-	if abort != nil {
-		errs = append(errs, *abort)
-	}
-	e.finish(j, reason, errs, st)
+	e.finishRest(j, in, st, &results{}, reason, &errResultMissing)
 }
