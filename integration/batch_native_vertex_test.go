@@ -7,6 +7,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -131,5 +132,24 @@ func TestBatchNativeVertexExpired(t *testing.T) {
 	}
 	if c := b.RequestCounts; c.Total != 4 || c.Completed != 2 || c.Failed != 2 {
 		t.Fatalf("request_counts %+v", c)
+	}
+}
+
+// TestBatchNativeVertexConfigTarget: a config target (x-gateway-config,
+// client input) names the bucket; the job and storage calls go through
+// the egress policy that admits the fakes' loopback addresses.
+func TestBatchNativeVertexConfigTarget(t *testing.T) {
+	up := newFakeVertexBatches(t)
+	loadProviderSite(t)
+	cfg, _ := json.Marshal(map[string]any{"provider": "vertex-ai", "api_key": vertexToken, "cloudc_project_id": "batch-project",
+		"custom_host": up.URL, "cloudc_batch_gcs_uri": "gs://" + vertexBucket + "/cfg", "cloudc_batch_gcs_endpoint": up.gcs.URL})
+	client := newClient("x-gateway-config", string(cfg))
+	b := newNativeBatch(t, client, modelLines(vertexBatchModel, 2))
+	b = waitBatch(t, client, b.ID, openai.BatchStatusCompleted)
+	if creates, _, _, onDemand := up.counts(); creates != 1 || onDemand != 0 || b.RequestCounts.Completed != 2 {
+		t.Fatalf("%d creates, %d on-demand calls, counts %+v", creates, onDemand, b.RequestCounts)
+	}
+	if j := up.job(); !strings.HasPrefix(j.input, vertexBucket+"/cfg/"+b.ID+"/") {
+		t.Fatalf("input stored at %q", j.input)
 	}
 }
