@@ -36,11 +36,12 @@ type NativeRunner interface {
 	// to several targets or to a provider without a job API, or the
 	// endpoint is not one the job API takes.
 	NativeProvider(caller Caller, header http.Header, endpoint string) string
-	// NativeJobs returns provider's job API as the route of caller and
-	// header resolves now (credentials and egress policy of the current
-	// config). ErrCallerRevoked when caller's key is gone; another error
-	// when the route no longer reaches provider with one target.
-	NativeJobs(ctx context.Context, caller Caller, header http.Header, provider string) (NativeJobs, error)
+	// NativeJobs returns provider's job API for batch batchID as the
+	// route of caller and header resolves now (credentials and egress
+	// policy of the current config). ErrCallerRevoked when caller's key
+	// is gone; another error when the route no longer reaches provider
+	// with one target.
+	NativeJobs(ctx context.Context, caller Caller, header http.Header, provider, batchID string) (NativeJobs, error)
 }
 
 // NativeJobs is one provider's batch job API for one batch's route.

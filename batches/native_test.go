@@ -36,7 +36,7 @@ func newFakeNative() *fakeNative {
 
 func (f *fakeNative) NativeProvider(Caller, http.Header, string) string { return "fakeprov" }
 
-func (f *fakeNative) NativeJobs(_ context.Context, _ Caller, _ http.Header, provider string) (NativeJobs, error) {
+func (f *fakeNative) NativeJobs(_ context.Context, _ Caller, _ http.Header, provider, _ string) (NativeJobs, error) {
 	if provider != "fakeprov" {
 		return nil, errors.New("other provider")
 	}

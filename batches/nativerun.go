@@ -27,7 +27,13 @@ var (
 		Message: "the provider no longer knows the batch's job"}
 	errResultsGone = LineError{Code: "provider_results_unavailable",
 		Message: "the provider refused to give the batch's job results"}
+	errResultMissing = LineError{Code: "native_result_missing",
+		Message: "the provider's results did not include this request"}
 )
+
+// codeJobFailed is the error code of a batch whose provider job failed
+// as a whole (its message is the provider's reason).
+const codeJobFailed = "provider_job_failed"
 
 func submitFailed(err error) LineError {
 	msg := "the provider could not be reached to create the batch's job; it was not retried, so that it never runs twice"
@@ -44,7 +50,7 @@ func (e *Engine) nativeJobs(j *job, caller Caller, header http.Header, provider 
 	if !ok {
 		return nil, &abortRoute
 	}
-	api, err := nr.NativeJobs(e.ctx, caller, header, provider)
+	api, err := nr.NativeJobs(e.ctx, caller, header, provider, j.rec.Batch.ID)
 	switch {
 	case errors.Is(err, ErrCallerRevoked):
 		return nil, &abortRevoked
@@ -92,7 +98,8 @@ func (e *Engine) driveNative(j *job, in *input, st *progress, caller Caller, hea
 		if reason, ok = e.pollNative(j, api, ns.JobID); !ok {
 			return
 		}
-		if ab := e.abortOf(j); (ab == nil || ab.Code != errJobGone.Code) && !e.collectNative(j, in, st, api, ns.JobID, res) {
+		// A job gone or failed as a whole has no results to read.
+		if ab := e.abortOf(j); (ab == nil || (ab.Code != errJobGone.Code && ab.Code != codeJobFailed)) && !e.collectNative(j, in, st, api, ns.JobID, res) {
 			return
 		}
 	}
@@ -208,7 +215,11 @@ func (e *Engine) pollNative(j *job, api NativeJobs, jobID string) (reason int, o
 			c.Failed = job.Errored + job.Canceled + job.Expired + j.rec.Native.Rejected
 			e.mu.Unlock()
 			if job.Ended {
-				if e.native(j).Expired || job.Expired > 0 {
+				if job.Failure != "" {
+					e.abortWith(j, LineError{Code: codeJobFailed, Message: job.Failure})
+					return reasonHalted, true
+				}
+				if e.native(j).Expired || job.Expired > 0 || job.WindowEnded {
 					return reasonExpired, true
 				}
 				return reasonNone, true
@@ -265,15 +276,15 @@ func (e *Engine) collectNative(j *job, in *input, st *progress, api NativeJobs, 
 				}
 				line, ok = resultLine(cid, r.Status, r.Body, nil)
 			case providers.BatchExpired:
-				line = skippedLine(cid, "batch_expired", "this request could not be executed before the completion window ended")
+				line = skippedLine(cid, errExpiredLine.Code, errExpiredLine.Message)
 			default:
-				code, msg := "batch_cancelled", "the batch was cancelled before this request ran"
+				skip := errCancelledLine
 				if expired {
-					code, msg = "batch_expired", "this request could not be executed before the completion window ended"
+					skip = errExpiredLine
 				} else if ab := e.abortOf(j); ab != nil {
-					code, msg = ab.Code, ab.Message
+					skip = *ab
 				}
-				line = skippedLine(cid, code, msg)
+				line = skippedLine(cid, skip.Code, skip.Message)
 			}
 			res.add(line, ok)
 			st.setDispatched(cid, true)
@@ -318,36 +329,5 @@ func (e *Engine) abortOf(j *job) *LineError {
 // missing from the provider's results) in the error file and finishes
 // the batch.
 func (e *Engine) endNative(j *job, in *input, st *progress, reason int) {
-	e.mu.Lock()
-	cancelled, abort := j.cancelled, j.abort
-	e.mu.Unlock()
-	code, msg := "native_result_missing", "the provider's results did not include this request"
-	switch {
-	case abort != nil:
-		code, msg = abort.Code, abort.Message
-		reason = reasonHalted
-	case cancelled:
-		code, msg = "batch_cancelled", "the batch was cancelled before this request ran"
-		reason = reasonHalted
-	case reason == reasonExpired:
-		code, msg = "batch_expired", "this request could not be executed before the completion window ended"
-	}
-	res := &results{}
-	err := in.lines(j.rec.Batch.Endpoint, func(ln inputLine) bool {
-		if !st.isDone(ln.CustomID) {
-			res.add(skippedLine(ln.CustomID, code, msg), false)
-		}
-		return true
-	})
-	if err != nil && e.ctx.Err() != nil {
-		return
-	}
-	if !e.checkpoint(j, res, st) {
-		return
-	}
-	var errs []LineError
-	if abort != nil {
-		errs = append(errs, *abort)
-	}
-	e.finish(j, reason, errs, st)
+	e.finishRest(j, in, st, &results{}, reason, &errResultMissing)
 }

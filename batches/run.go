@@ -177,22 +177,46 @@ func (e *Engine) drive(j *job) {
 		e.mu.Unlock()
 		return // another instance runs the batch now
 	}
-	if j.cancelled || j.abort != nil {
+	e.mu.Unlock()
+	e.finishRest(j, in, st, res, reason, nil)
+}
+
+// The errors of lines a batch did not run.
+var (
+	errCancelledLine = LineError{Code: "batch_cancelled", Message: "the batch was cancelled before this request ran"}
+	errExpiredLine   = LineError{Code: "batch_expired", Message: "this request could not be executed before the completion window ended"}
+)
+
+// finishRest lists each line without a result in the error file and
+// finishes the batch: with the abort's error when it ended early, else
+// batch_cancelled when cancelled, batch_expired when its window (or the
+// provider's) ended first, else missing — for a run whose lines may lack
+// a result at its end (a provider job's); nil when every line has one
+// unless the run was cut short, as in a managed run, whose input is then
+// not read again.
+func (e *Engine) finishRest(j *job, in *input, st *progress, res *results, reason int, missing *LineError) {
+	e.mu.Lock()
+	cancelled, abort := j.cancelled, j.abort
+	e.mu.Unlock()
+	if cancelled || abort != nil {
 		reason = reasonHalted
 	}
-	abort := j.abort
-	e.mu.Unlock()
-	if reason != reasonNone {
-		code, msg := "batch_cancelled", "the batch was cancelled before this request ran"
-		switch {
-		case reason == reasonExpired:
-			code, msg = "batch_expired", "this request could not be executed before the completion window ended"
-		case abort != nil:
-			code, msg = abort.Code, abort.Message
-		}
-		err := in.lines(b.Endpoint, func(ln inputLine) bool {
+	skip := errCancelledLine
+	if missing != nil {
+		skip = *missing
+	}
+	switch {
+	case abort != nil:
+		skip = *abort
+	case cancelled:
+		skip = errCancelledLine
+	case reason == reasonExpired:
+		skip = errExpiredLine
+	}
+	if reason != reasonNone || missing != nil {
+		err := in.lines(j.rec.Batch.Endpoint, func(ln inputLine) bool {
 			if !st.isDone(ln.CustomID) {
-				res.add(skippedLine(ln.CustomID, code, msg), false)
+				res.add(skippedLine(ln.CustomID, skip.Code, skip.Message), false)
 			}
 			return true
 		})

@@ -11,8 +11,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
@@ -23,7 +21,6 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/upstream"
 )
 
 // Batch modes of a route (Gateway.BatchMode).
@@ -52,15 +49,16 @@ type nativeRoute struct {
 	plan   *routing.Plan
 	t      *routing.Target
 	prov   providers.Provider
-	jobs   providers.BatchJobs
+	api    jobAPI
 }
 
-// resolveNative resolves the route of caller's batch with header to its
-// one target, when that target can take the batch natively: a provider
-// with a job API, no prompt to render per line and no hooks (which judge
-// each answer before it is delivered, and a job's answers are delivered
-// by the provider all at once). ok is false otherwise.
-func (b batchRunner) resolveNative(c batches.Caller, header http.Header) (n *nativeRoute, ok bool, err error) {
+// resolveNative resolves the route of caller's batch batchID with header
+// to its one target, when that target can take the batch natively: a
+// provider with a job API (and, for a driver, the storage it needs set),
+// no prompt to render per line and no hooks (which judge each answer
+// before it is delivered, and a job's answers are delivered by the
+// provider all at once). ok is false otherwise.
+func (b batchRunner) resolveNative(c batches.Caller, header http.Header, batchID string) (n *nativeRoute, ok bool, err error) {
 	id, found := b.g.app.Caller(c)
 	if !found {
 		return nil, false, batches.ErrCallerRevoked
@@ -81,11 +79,23 @@ func (b batchRunner) resolveNative(c batches.Caller, header http.Header) (n *nat
 	if !found || t.PromptID != "" || hooked(t) {
 		return nil, false, nil
 	}
-	jobs, found := prov.(providers.BatchJobs)
-	if !found {
+	n = &nativeRoute{g: b.g, id: id, hdr: hdr, header: header, plan: plan, t: t, prov: prov}
+	switch jobs := prov.(type) {
+	case providers.BatchJobs:
+		n.api = pathJobs{n: n, jobs: jobs}
+	case providers.BatchDriver:
+		if !jobs.BatchReady(&t.Settings) {
+			return nil, false, nil
+		}
+		env := providers.BatchEnv{Settings: &t.Settings, Name: batchID, HTTP: &http.Client{Transport: routeTransport{n}}, Error: n.providerError}
+		if t.GuardEgress {
+			env.Egress = b.g.guard
+		}
+		n.api = &driverJobs{d: jobs, env: env}
+	default:
 		return nil, false, nil
 	}
-	return &nativeRoute{g: b.g, id: id, hdr: hdr, header: header, plan: plan, t: t, prov: prov, jobs: jobs}, true, nil
+	return n, true, nil
 }
 
 // NativeProvider implements batches.NativeRunner: chat completion batches
@@ -95,7 +105,7 @@ func (b batchRunner) NativeProvider(c batches.Caller, header http.Header, endpoi
 	if b.g.BatchMode == BatchManaged || endpoint != "/v1/chat/completions" {
 		return ""
 	}
-	n, ok, _ := b.resolveNative(c, header)
+	n, ok, _ := b.resolveNative(c, header, "")
 	if !ok {
 		return ""
 	}
@@ -103,8 +113,8 @@ func (b batchRunner) NativeProvider(c batches.Caller, header http.Header, endpoi
 }
 
 // NativeJobs implements batches.NativeRunner.
-func (b batchRunner) NativeJobs(_ context.Context, c batches.Caller, header http.Header, provider string) (batches.NativeJobs, error) {
-	n, ok, err := b.resolveNative(c, header)
+func (b batchRunner) NativeJobs(_ context.Context, c batches.Caller, header http.Header, provider, batchID string) (batches.NativeJobs, error) {
+	n, ok, err := b.resolveNative(c, header, batchID)
 	switch {
 	case err != nil:
 		return nil, err
@@ -147,12 +157,23 @@ func (n *nativeRoute) lineCall(body []byte) (providers.Call, []byte, error) {
 	return call, u.Body, nil
 }
 
-// Submit implements batches.NativeJobs.
+// Submit implements batches.NativeJobs. For a job API that runs one
+// model, the lines of another model than the first translated line's are
+// refused (batch_model_mismatch), each in the error file.
 func (n *nativeRoute) Submit(ctx context.Context, lines providers.BatchLines, reject func(id string, err error)) (string, error) {
 	submitted := 0
+	model := ""
 	translated := func(fn func(id string, body []byte) error) error {
 		return lines(func(id string, body []byte) error {
-			_, up, err := n.lineCall(body)
+			call, up, err := n.lineCall(body)
+			if err == nil && n.api.oneModel() {
+				if model == "" {
+					model = call.Model
+				} else if call.Model != model {
+					err = apierror.BadRequest("model", "this batch runs as one %s job of model %s, the model of its first request: send requests for %s in a batch of their own",
+						n.t.Settings.Provider, model, call.Model).WithCode("batch_model_mismatch")
+				}
+			}
 			if err != nil {
 				reject(id, apierror.As(err))
 				return nil
@@ -170,75 +191,41 @@ func (n *nativeRoute) Submit(ctx context.Context, lines providers.BatchLines, re
 		return "", nil
 	}
 	reject = func(string, error) {} // each was given on the dry pass
-	pr, pw := io.Pipe()
-	go func() {
-		pw.CloseWithError(n.jobs.WriteBatchCreate(pw, translated))
-	}()
-	defer pr.Close()
-	status, body, err := n.call(ctx, http.MethodPost, n.jobs.BatchPaths("").Create, pr)
-	if err != nil {
-		return "", err
-	}
-	if status/100 != 2 {
-		return "", n.providerError(status, body)
-	}
-	job, err := n.jobs.ParseBatchJob(body)
-	if err != nil {
-		return "", apierror.New(http.StatusBadGateway, apierror.TypeUpstream, err.Error())
-	}
-	return job.ID, nil
+	return n.api.create(ctx, model, translated)
 }
 
 // Get implements batches.NativeJobs.
 func (n *nativeRoute) Get(ctx context.Context, jobID string) (providers.BatchJob, error) {
-	return n.jobCall(ctx, http.MethodGet, n.jobs.BatchPaths(jobID).Get)
+	ctx, cancel := context.WithTimeout(ctx, jobCallTimeout)
+	defer cancel()
+	return n.api.get(ctx, jobID)
 }
 
 // Cancel implements batches.NativeJobs.
 func (n *nativeRoute) Cancel(ctx context.Context, jobID string) error {
-	_, err := n.jobCall(ctx, http.MethodPost, n.jobs.BatchPaths(jobID).Cancel)
-	return err
-}
-
-func (n *nativeRoute) jobCall(ctx context.Context, method, path string) (providers.BatchJob, error) {
 	ctx, cancel := context.WithTimeout(ctx, jobCallTimeout)
 	defer cancel()
-	status, body, err := n.call(ctx, method, path, nil)
-	if err != nil {
-		return providers.BatchJob{}, err
-	}
-	if status/100 != 2 {
-		return providers.BatchJob{}, n.providerError(status, body)
-	}
-	job, err := n.jobs.ParseBatchJob(body)
-	if err != nil {
-		return providers.BatchJob{}, apierror.New(http.StatusBadGateway, apierror.TypeUpstream, err.Error())
-	}
-	return job, nil
+	return n.api.cancel(ctx, jobID)
 }
 
 // Results implements batches.NativeJobs: the results read a line at a
 // time (each at most max_response_body), each answer translated by the
 // provider's translator as its on-demand answer is.
 func (n *nativeRoute) Results(ctx context.Context, jobID string, fn func(*batches.NativeResult) error) error {
-	res, err := n.send(ctx, http.MethodGet, n.jobs.BatchPaths(jobID).Results, nil)
+	body, err := n.api.results(ctx, jobID)
 	if err != nil {
 		return err
 	}
-	defer res.Body.Close()
-	if res.StatusCode/100 != 2 {
-		body, _ := io.ReadAll(io.LimitReader(res.Body, maxJobAnswer))
-		return n.providerError(res.StatusCode, body)
-	}
+	defer body.Close()
 	tr := n.prov.Translator(providers.OpChat)
-	sc := bufio.NewScanner(res.Body)
+	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 0, 64<<10), int(min(n.g.MaxResponseBody, 1<<30)))
 	for sc.Scan() {
 		line := bytes.TrimSpace(sc.Bytes())
 		if len(line) == 0 {
 			continue
 		}
-		r, err := n.jobs.ParseBatchResult(line)
+		r, err := n.api.parse(line)
 		if err != nil {
 			n.g.logger.Warn("native batch: a result line could not be read", zap.String("job_id", jobID), zap.Error(err))
 			continue
@@ -368,25 +355,12 @@ func (n *nativeRoute) call(ctx context.Context, method, path string, body io.Rea
 // from client input, its egress policy.
 func (n *nativeRoute) send(ctx context.Context, method, path string, body io.Reader) (*http.Response, error) {
 	c := providers.Call{Op: providers.OpProxy, Method: method, Path: path, Header: n.header}
-	guarded := 0
 	if n.t.GuardEgress {
-		c.Egress, guarded = n.g.guard, 1
+		c.Egress = n.g.guard
 	}
 	u := providers.Upstream{Header: make(http.Header, 4)}
 	if err := n.prov.Prepare(&c, &n.t.Settings, &u); err != nil {
 		return nil, err
-	}
-	// The transports read request variables (the TLS server name) and
-	// the replacer, as for an attempt.
-	ctx = context.WithValue(ctx, caddyhttp.VarsCtxKey, map[string]any{})
-	ctx = context.WithValue(ctx, caddy.ReplacerCtxKey, caddy.NewReplacer())
-	if guarded == 1 {
-		ctx = upstream.WithGuard(ctx, n.g.guard)
-	}
-	tls := 0
-	if u.URL.Scheme == "https" {
-		tls = 1
-		caddyhttp.SetVar(ctx, upstream.VarServerName, u.URL.Hostname())
 	}
 	req, err := http.NewRequestWithContext(ctx, u.Method, u.URL.String(), body)
 	if err != nil {
@@ -399,5 +373,5 @@ func (n *nativeRoute) send(ctx context.Context, method, path string, body io.Rea
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header["User-Agent"] = noUserAgent
-	return n.g.transports[guarded][tls].RoundTrip(req)
+	return routeTransport{n}.RoundTrip(req)
 }

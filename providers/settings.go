@@ -26,10 +26,24 @@ type Settings struct {
 	CloudASecretAccessKey string `json:"clouda_secret_access_key,omitempty"`
 	CloudARegion          string `json:"clouda_region,omitempty"`
 	CloudASessionToken    string `json:"clouda_session_token,omitempty"`
+	// Bedrock batch inference (providers/bedrock/batch.go): the S3
+	// location (s3://bucket/prefix) a native batch's lines and results
+	// are stored under, the service role its job runs as and, for an
+	// S3-compatible store or an endpoint of its own, the S3 endpoint.
+	// Configuration only: no x-gateway-* header sets them.
+	CloudABatchS3URI      string `json:"clouda_batch_s3_uri,omitempty"`
+	CloudABatchRoleARN    string `json:"clouda_batch_role_arn,omitempty"`
+	CloudABatchS3Endpoint string `json:"clouda_batch_s3_endpoint,omitempty"`
 
 	CloudCProjectID          string          `json:"cloudc_project_id,omitempty"`
 	CloudCRegion             string          `json:"cloudc_region,omitempty"`
 	CloudCServiceAccountJSON json.RawMessage `json:"cloudc_service_account_json,omitempty"`
+	// Vertex AI batch prediction (providers/vertex/batch.go): the Cloud
+	// Storage location (gs://bucket/prefix) of a native batch's lines and
+	// results and, for a store of its own, the Cloud Storage JSON API's
+	// endpoint. Configuration only.
+	CloudCBatchGCSURI      string `json:"cloudc_batch_gcs_uri,omitempty"`
+	CloudCBatchGCSEndpoint string `json:"cloudc_batch_gcs_endpoint,omitempty"`
 
 	CloudBRegion         string `json:"cloudb_region,omitempty"`
 	CloudBDeploymentName string `json:"cloudb_deployment_name,omitempty"`

@@ -60,12 +60,9 @@ func New() *Provider {
 // Prepare implements providers.Provider: it translates the body for the
 // operation, picks the bedrock-runtime path and authenticates the request.
 func (p *Provider) Prepare(c *providers.Call, s *providers.Settings, u *providers.Upstream) error {
-	region := s.CloudARegion
-	if region == "" {
-		region = DefaultRegion
-	}
-	if len(region) > 63 || !regionPattern.MatchString(region) {
-		return apierror.BadRequest("clouda_region", "invalid clouda_region %q: expected an AWS region such as us-east-1", region)
+	region, err := regionOf(s)
+	if err != nil {
+		return err
 	}
 	if s.CloudAAccessKeyID == "" && s.APIKey == "" {
 		return providers.MissingKey(Slug, "set clouda_access_key_id and clouda_secret_access_key, or a Bedrock API key as api_key")
@@ -77,7 +74,6 @@ func (p *Provider) Prepare(c *providers.Call, s *providers.Settings, u *provider
 	if err != nil {
 		return err
 	}
-
 	method, body := http.MethodPost, c.Body
 	var path, rawPath, accept, contentType = "", "", contentJSON, contentJSON
 	switch c.Op {
@@ -166,6 +162,18 @@ func (p *Provider) Translator(op providers.Operation) providers.Translator {
 		return countTranslator{}
 	}
 	return nil
+}
+
+// regionOf is s's clouda_region, DefaultRegion when none is set.
+func regionOf(s *providers.Settings) (string, error) {
+	region := s.CloudARegion
+	if region == "" {
+		region = DefaultRegion
+	}
+	if len(region) > 63 || !regionPattern.MatchString(region) {
+		return "", apierror.BadRequest("clouda_region", "invalid clouda_region %q: expected an AWS region such as us-east-1", region)
+	}
+	return region, nil
 }
 
 // baseURL is https://bedrock-runtime.{region}.amazonaws.com, or the
