@@ -63,7 +63,7 @@ func TestRouterOwns(t *testing.T) {
 	for path, want := range map[string]bool{
 		"/v1/things": true, "/v1/things/1": true, "/v1/things/1/x": true,
 		"/v1/thingsx": false, "/v1/chat/completions": false,
-		"/v1/labels": true, // unserved
+		"/v1/labels":   true,  // unserved
 		"/v1/feedback": false, // not loaded
 	} {
 		if got := rt.Owns("GET", path); got != want {
@@ -183,4 +183,3 @@ func TestRouter(t *testing.T) {
 		t.Fatalf("audit log %q", log)
 	}
 }
-
