@@ -1,10 +1,13 @@
 package app
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
@@ -55,10 +58,26 @@ func (a *App) provisionControlPlane(ctx caddy.Context) error {
 			}
 		}
 	}
+	// A registered module left out is still claimed: its paths are a
+	// 404, never a provider's call. Its routes are read from a fresh
+	// value, not provisioned.
+	var notLoaded []string
+	for _, info := range caddy.GetModules(controlplane.Namespace) {
+		if _, loaded := a.API[info.ID.Name()]; len(a.API) == 0 || loaded {
+			continue
+		}
+		if m, ok := info.New().(controlplane.Module); ok {
+			for _, p := range controlplane.Prefixes(m.Routes()) {
+				if !slices.Contains(notLoaded, p) {
+					notLoaded = append(notLoaded, p)
+				}
+			}
+		}
+	}
 	// One order whatever the map's: a duplicate route names the same
 	// modules on every load.
 	sort.Slice(mods, func(i, j int) bool { return mods[i].CaddyModule().ID < mods[j].CaddyModule().ID })
-	rt, err := controlplane.Build(mods, controlplane.Options{Auditor: a, Workspaces: a, Logger: a.logger.Named("api")})
+	rt, err := controlplane.Build(mods, controlplane.Options{NotLoaded: notLoaded, Auditor: a, Workspaces: a, Logger: a.logger.Named("api")})
 	if err != nil {
 		return err
 	}
@@ -124,4 +143,24 @@ func Get(ctx caddy.Context) (*App, error) {
 		return nil, fmt.Errorf("app %s is %T, not the llm app", ID, v)
 	}
 	return a, nil
+}
+
+// unmarshalAPI parses `api <module>...`: the management API modules to
+// load, by the last part of their ID (keys, usage_limits, ledger,
+// prompts, rate_limits, feedback); it may repeat.
+func (a *App) unmarshalAPI(d *caddyfile.Dispenser) error {
+	names := d.RemainingArgs()
+	if len(names) == 0 {
+		return d.ArgErr()
+	}
+	if a.API == nil {
+		a.API = caddy.ModuleMap{}
+	}
+	for _, n := range names {
+		if _, err := caddy.GetModule(controlplane.Namespace + "." + n); err != nil {
+			return d.Errf("api: unknown management API module %q", n)
+		}
+		a.API[n] = json.RawMessage("{}")
+	}
+	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -84,6 +85,10 @@ type Workspaces interface {
 
 // Options are what the router's calls use beside the modules.
 type Options struct {
+	// NotLoaded are the path prefixes of management APIs registered but
+	// not loaded in this config: still claimed (never forwarded to a
+	// provider) and answered as the Unserved are.
+	NotLoaded  []string
 	Auditor    Auditor
 	Workspaces Workspaces
 	Logger     *zap.Logger
@@ -91,8 +96,9 @@ type Options struct {
 
 // Router serves the management API of one loaded config.
 type Router struct {
-	mux    *http.ServeMux
-	owned  []string // path prefixes ("/v1/api-keys/") of served and unserved APIs
+	mux      *http.ServeMux
+	owned    []string // path prefixes ("/v1/api-keys/") of served and unserved APIs
+	unserved []string // Unserved and Options.NotLoaded
 	opts   Options
 	probes *http.ServeMux // the same patterns without methods: tells 405 from 404
 }
@@ -144,7 +150,8 @@ func Build(mods []Module, opts Options) (rt *Router, err error) {
 			rt.own(prefixOf(r.Path))
 		}
 	}
-	for _, p := range Unserved {
+	rt.unserved = append(append(rt.unserved, Unserved...), opts.NotLoaded...)
+	for _, p := range rt.unserved {
 		rt.own(p)
 	}
 	return rt, nil
@@ -171,6 +178,26 @@ func pathShape(path string) string {
 		b.WriteString("{w" + strconv.Itoa(n) + rest)
 		path = path[j+1:]
 	}
+}
+
+// Prefixes are the literal path prefixes of routes, up to the first
+// wildcard ("/v1/policies/usage-limits/{id}" → "/v1/policies/usage-limits/"),
+// for Options.NotLoaded: narrow enough that a loaded module sharing the
+// API's first segments (rate limits beside usage limits) keeps its 405s.
+func Prefixes(routes []Route) []string {
+	var out []string
+	for _, r := range routes {
+		p := r.Path
+		if i := strings.IndexByte(p, '{'); i >= 0 {
+			p = p[:strings.LastIndexByte(p[:i], '/')+1]
+		} else {
+			p += "/"
+		}
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // prefixOf is the API prefix a route path belongs to: its first two
@@ -237,7 +264,7 @@ func (rt *Router) Serve(w http.ResponseWriter, r *http.Request, caller *identity
 		rt.mux.ServeHTTP(w, r)
 		return
 	}
-	if isUnserved(r.URL.Path) {
+	if rt.isUnserved(r.URL.Path) {
 		notServed(w, r.URL.Path)
 		return
 	}

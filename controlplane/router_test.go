@@ -183,3 +183,34 @@ func TestRouter(t *testing.T) {
 		t.Fatalf("audit log %q", log)
 	}
 }
+
+// TestNotLoadedClaimed: a registered module left out of a config is still
+// claimed (never a provider's call), answered 404, and leaves a loaded
+// module sharing its first segments its 405s.
+func TestNotLoadedClaimed(t *testing.T) {
+	left := testModule{"left", []Route{{Method: "GET", Path: "/v1/policies/usage-limits/{id}", Handler: ok}, {Method: "GET", Path: "/v1/policies/usage-limits", Handler: ok}}}
+	loaded := testModule{"loaded", []Route{{Method: "GET", Path: "/v1/policies/rate-limits", Handler: ok}}}
+	rt, err := Build([]Module{loaded}, Options{NotLoaded: Prefixes(left.Routes())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	caller := &identity.Caller{Name: "k"}
+	for _, tt := range []struct {
+		method, path string
+		status       int
+	}{
+		{"GET", "/v1/policies/usage-limits", 404},
+		{"GET", "/v1/policies/usage-limits/x", 404},
+		{"GET", "/v1/policies/rate-limits", 200},
+		{"POST", "/v1/policies/rate-limits", 405},
+	} {
+		if !rt.Owns(tt.method, tt.path) {
+			t.Fatalf("%s not owned", tt.path)
+		}
+		w := httptest.NewRecorder()
+		rt.Serve(w, httptest.NewRequest(tt.method, tt.path, nil), caller, nil)
+		if w.Code != tt.status {
+			t.Errorf("%s %s: %d, want %d: %s", tt.method, tt.path, w.Code, tt.status, w.Body)
+		}
+	}
+}

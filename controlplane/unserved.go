@@ -30,9 +30,10 @@ var Unserved = []string{
 	"/v1/prompt/",
 }
 
-// isUnserved reports whether path is one of the Unserved APIs.
-func isUnserved(path string) bool {
-	for _, p := range Unserved {
+// isUnserved reports whether path is one of the Unserved APIs (or of a
+// module not loaded).
+func (rt *Router) isUnserved(path string) bool {
+	for _, p := range rt.unserved {
 		if strings.HasPrefix(path, p) || path == strings.TrimSuffix(p, "/") {
 			return true
 		}

@@ -22,7 +22,6 @@ import (
 // API paths. The collection is the spec's; the id routes beyond GET and
 // the listing are this gateway's additions.
 const (
-	apiOwned      = "/v1/policies/"
 	apiCollection = "/v1/policies/rate-limits"
 	apiItem       = apiCollection + "/{id}"
 	// apiUsage is where one group stands on one policy, apiUsageMine where

@@ -39,6 +39,7 @@ func TestKeysAPI(t *testing.T) {
 		{Name: "audit log", Key: cp.Member, Method: "GET", Path: "/v1/audit-logs", Status: 200, Contains: `"api_key.create"`},
 		{Name: "outsider's audit log", Key: cp.Outsider, Method: "GET", Path: "/v1/audit-logs", Status: 200, Lacks: id},
 		{Name: "delete", Key: cp.Member, Method: "DELETE", Path: "/v1/api-keys/" + id, Status: 200},
+		{Name: "another module's path: not loaded, not served", Key: cp.Member, Method: "GET", Path: "/v1/prompts", Status: 404},
 		{Name: "revoked key authenticates no more", Key: secret, Method: "GET", Path: "/v1/api-keys", Status: 401},
 	})
 }
