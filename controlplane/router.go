@@ -99,8 +99,8 @@ type Router struct {
 	mux      *http.ServeMux
 	owned    []string // path prefixes ("/v1/api-keys/") of served and unserved APIs
 	unserved []string // Unserved and Options.NotLoaded
-	opts   Options
-	probes *http.ServeMux // the same patterns without methods: tells 405 from 404
+	opts     Options
+	probes   *http.ServeMux // the same patterns without methods: tells 405 from 404
 }
 
 // route is a Route as the router holds it, with the module answering it.
