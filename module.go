@@ -12,11 +12,13 @@ import (
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	// The llm_gateway handler and its directive.
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/handlers"
+	// The llm_api handler: the management API on a site of its own.
+	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/apiserver"
 	// Provider families register themselves with the provider registry.
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/providers/all"
 	// llm_ratelimit registers itself and the rate-limit policy API.
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/ratelimit"
-	// Management APIs register their control-plane routes.
+	// The management API modules (llm.api.*).
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/keys/keysapi"
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/prompts/promptapi"
 	// The usage ledger's analytics, logs and usage APIs.

@@ -79,6 +79,9 @@ type App struct {
 	mcpState
 	// oidcState adds "oidc", callers by IdP tokens (oidc.go).
 	oidcState
+	// controlPlaneState adds "api", the management API modules and their
+	// router (controlplane.go).
+	controlPlaneState
 	// admissions holds the llm_ratelimit stages managed batch lines pass
 	// (admission.go).
 	admissions *admissions
@@ -277,7 +280,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.provisionOIDC(); err != nil {
 		return err
 	}
-	return a.provisionPrompts(ctx)
+	if err := a.provisionPrompts(ctx); err != nil {
+		return err
+	}
+	return a.provisionControlPlane(ctx)
 }
 
 // Start implements caddy.App.

@@ -26,3 +26,19 @@ func (a *App) WithAuthenticated(ctx context.Context, key string, c *identity.Cal
 func (a *App) Authenticated(ctx context.Context, key string) (*identity.Caller, bool) {
 	return handoff.From(ctx).Caller(a.Issuer(), key)
 }
+
+// Identify is who presented the gateway key presented on a request of
+// ctx, the one road every handler authenticating a caller takes: the
+// caller a clientless run was given, else the one an earlier handler of
+// the request found for this key with this app, else Authenticate. False
+// when the key is refused (AuthError says why).
+func (a *App) Identify(ctx context.Context, presented string) (*identity.Caller, bool) {
+	st := handoff.From(ctx)
+	if id, ok := st.Given(a.Issuer()); ok {
+		return id, true
+	}
+	if id, ok := st.Caller(a.Issuer(), presented); ok {
+		return id, true
+	}
+	return a.Authenticate(presented)
+}

@@ -82,6 +82,7 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 //		price_catalog <LiteLLM-format price file>
 //		mcp_server <name> { url …; header …; bearer …; … }   # may repeat (mcp.go)
 //		oidc { issuer …; audience …; client_id …; group <name> { … } … }  # oidc_caddyfile.go
+//		api <keys|usage_limits|ledger|prompts|rate_limits|feedback>...  # management API modules (default all)
 //		ledger [<postgres:// URL | SQLite file path>] {
 //			retention <duration>   # default 90d
 //			queue     <n>          # records waiting for the writer
@@ -181,6 +182,8 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = a.unmarshalMCPServer(d)
 		case "oidc":
 			err = a.unmarshalOIDC(d)
+		case "api":
+			err = a.unmarshalAPI(d)
 		default:
 			return d.Errf("unknown llm option %q", d.Val())
 		}

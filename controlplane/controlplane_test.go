@@ -10,11 +10,17 @@ import (
 )
 
 func serve(method, path, body string) *httptest.ResponseRecorder {
+	rt, err := Build([]Module{Feedback{}}, Options{})
+	if err != nil {
+		panic(err)
+	}
 	r := httptest.NewRequest(method, path, strings.NewReader(body))
 	w := httptest.NewRecorder()
-	Serve(w, r, &Caller{Identity: &identity.Caller{Name: "k"}, Body: []byte(body)})
+	rt.Serve(w, r, &identity.Caller{Name: "k"}, []byte(body))
 	return w
 }
+
+var feedbackRouter, _ = Build([]Module{Feedback{}}, Options{})
 
 func TestOwnsUnservedControlPlane(t *testing.T) {
 	tests := []struct {
@@ -41,7 +47,7 @@ func TestOwnsUnservedControlPlane(t *testing.T) {
 		{"/v1/files", false},
 	}
 	for _, tt := range tests {
-		if got := Owns(tt.path); got != tt.want {
+		if got := feedbackRouter.Owns("GET", tt.path); got != tt.want {
 			t.Errorf("Owns(%s) = %v, want %v", tt.path, got, tt.want)
 		}
 	}

@@ -1,7 +1,6 @@
 package controlplane
 
 import (
-	"encoding/json"
 	"math"
 	"net/http"
 	"sort"
@@ -35,9 +34,23 @@ const (
 	maxLoggedKeyBytes = 64
 )
 
-func init() {
-	Handle("POST "+feedbackPath, feedbackPath+"/", createFeedback)
-	Handle("PUT "+feedbackPath+"/{id}", feedbackPath+"/", updateFeedback)
+func init() { caddy.RegisterModule(Feedback{}) }
+
+// Feedback is the llm.api.feedback module: the feedback API.
+type Feedback struct{}
+
+// CaddyModule returns the Caddy module information.
+func (Feedback) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: Namespace + ".feedback", New: func() caddy.Module { return new(Feedback) }}
+}
+
+// Routes implements Module. Feedback needs no scope: any key that may
+// call models may say what it thought of an answer.
+func (Feedback) Routes() []Route {
+	return []Route{
+		{Method: http.MethodPost, Path: feedbackPath, Handler: createFeedback},
+		{Method: http.MethodPut, Path: feedbackPath + "/{id}", Handler: updateFeedback},
+	}
 }
 
 // feedback is one validated feedback.
@@ -56,12 +69,10 @@ type feedbackResponse struct {
 	FeedbackIDs []string `json:"feedback_ids"`
 }
 
-func createFeedback(w http.ResponseWriter, r *http.Request) {
-	c := From(r)
+func createFeedback(c *Call) (any, error) {
 	root, err := feedbackBody(c)
 	if err != nil {
-		apierror.Write(w, apierror.As(err))
-		return
+		return nil, err
 	}
 	var items []gjson.Result
 	prefix := func(int) string { return "" }
@@ -71,20 +82,17 @@ func createFeedback(w http.ResponseWriter, r *http.Request) {
 	case root.IsArray():
 		items = root.Array()
 		if len(items) == 0 || len(items) > MaxFeedbackBatch {
-			apierror.Write(w, apierror.BadRequest("", "a feedback array holds 1 to %d feedbacks", MaxFeedbackBatch))
-			return
+			return nil, apierror.BadRequest("", "a feedback array holds 1 to %d feedbacks", MaxFeedbackBatch)
 		}
 		prefix = func(i int) string { return "[" + strconv.Itoa(i) + "]." }
 	default:
-		apierror.Write(w, apierror.BadRequest("", "the body must be a feedback object or an array of them"))
-		return
+		return nil, apierror.BadRequest("", "the body must be a feedback object or an array of them")
 	}
 	out := make([]*feedback, 0, len(items))
 	for i, it := range items {
 		f, err := parseFeedback(it, prefix(i), true)
 		if err != nil {
-			apierror.Write(w, apierror.As(err))
-			return
+			return nil, err
 		}
 		f.ID = uuid.NewString()
 		out = append(out, f)
@@ -94,45 +102,36 @@ func createFeedback(w http.ResponseWriter, r *http.Request) {
 		logFeedback(c, "feedback", f)
 		ids[i] = f.ID
 	}
-	writeFeedback(w, ids)
+	return feedbackAnswer(ids), nil
 }
 
-func updateFeedback(w http.ResponseWriter, r *http.Request) {
-	c := From(r)
-	id := r.PathValue("id")
+func updateFeedback(c *Call) (any, error) {
+	id := c.PathValue("id")
 	if !apierror.IDShaped(id) {
-		apierror.Write(w, apierror.BadRequest("feedback_id", "feedback_id must be a feedback id (at most %d letters, digits, '-', '_', '.', ':')", apierror.MaxQuoted))
-		return
+		return nil, apierror.BadRequest("feedback_id", "feedback_id must be a feedback id (at most %d letters, digits, '-', '_', '.', ':')", apierror.MaxQuoted)
 	}
 	root, err := feedbackBody(c)
 	if err != nil {
-		apierror.Write(w, apierror.As(err))
-		return
+		return nil, err
 	}
 	if !root.IsObject() {
-		apierror.Write(w, apierror.BadRequest("", "the body must be a feedback object"))
-		return
+		return nil, apierror.BadRequest("", "the body must be a feedback object")
 	}
 	f, err := parseFeedback(root, "", false)
 	if err != nil {
-		apierror.Write(w, apierror.As(err))
-		return
+		return nil, err
 	}
 	f.ID = id
 	logFeedback(c, "feedback updated", f)
-	writeFeedback(w, []string{id})
+	return feedbackAnswer([]string{id}), nil
 }
 
 // feedbackBody checks the body before gjson walks it.
-func feedbackBody(c *Caller) (gjson.Result, error) {
-	var body []byte
-	if c != nil {
-		body = c.Body
-	}
-	if err := jsonlimit.Check(body); err != nil {
+func feedbackBody(c *Call) (gjson.Result, error) {
+	if err := jsonlimit.Check(c.Body); err != nil {
 		return gjson.Result{}, apierror.BadRequest("", "the body must be JSON: %v", err)
 	}
-	return gjson.ParseBytes(body), nil
+	return gjson.ParseBytes(c.Body), nil
 }
 
 // parseFeedback validates one feedback object. at prefixes the field names
@@ -197,7 +196,7 @@ func parseFeedback(o gjson.Result, at string, create bool) (*feedback, error) {
 }
 
 // logFeedback writes one accepted feedback to the log.
-func logFeedback(c *Caller, msg string, f *feedback) {
+func logFeedback(c *Call, msg string, f *feedback) {
 	fields := []zap.Field{
 		zap.String("feedback_id", f.ID),
 		zap.Float64("weight", f.Weight),
@@ -209,15 +208,10 @@ func logFeedback(c *Caller, msg string, f *feedback) {
 	if f.Value != nil {
 		fields = append(fields, zap.Int("value", *f.Value))
 	}
-	if c != nil && c.Identity != nil {
-		fields = append(fields, zap.String("key_name", c.Identity.Name), zap.String("workspace_id", c.Identity.WorkspaceID))
-	}
+	fields = append(fields, zap.String("key_name", c.Caller.Name), zap.String("workspace_id", c.Caller.WorkspaceID))
 	caddy.Log().Named("llm.feedback").Info(msg, fields...)
 }
 
-func writeFeedback(w http.ResponseWriter, ids []string) {
-	b, _ := json.Marshal(feedbackResponse{Status: "success", Message: "feedback logged", FeedbackIDs: ids})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(b)
+func feedbackAnswer(ids []string) feedbackResponse {
+	return feedbackResponse{Status: "success", Message: "feedback logged", FeedbackIDs: ids}
 }

@@ -10,7 +10,7 @@ import (
 // Unserved are the Portkey SDK's control-plane APIs this gateway does not
 // implement (keys, virtual keys, configs and the audit log are served by
 // package keys/keysapi; the analytics graphs and groups and GET /v1/logs
-// by ledger/ledgerapi, whose registered routes are matched first, so
+// by ledger/ledgerapi, whose routes are matched first, so
 // only the rest of /v1/logs/ and /v1/analytics/ answer here). Owning them
 // keeps such calls from being forwarded to an LLM provider with the
 // provider's key: they get a 404 envelope from the gateway instead.
@@ -30,20 +30,10 @@ var Unserved = []string{
 	"/v1/prompt/",
 }
 
-func init() {
-	mu.Lock()
-	defer mu.Unlock()
-	for _, p := range Unserved {
-		prefixes = append(prefixes, p)
-		unserved = append(unserved, p)
-	}
-}
-
-var unserved []string
-
-// isUnserved reports whether path is one of the Unserved APIs.
-func isUnserved(path string) bool {
-	for _, p := range unserved {
+// isUnserved reports whether path is one of the Unserved APIs (or of a
+// module not loaded).
+func (rt *Router) isUnserved(path string) bool {
+	for _, p := range rt.unserved {
 		if strings.HasPrefix(path, p) || path == strings.TrimSuffix(p, "/") {
 			return true
 		}

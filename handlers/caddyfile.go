@@ -39,6 +39,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		trace_content
 //		custom_host_allow <loopback|private|link_local|any|CIDR>...
 //		batch_mode        <native|managed>
+//		management        <on|off>
 //		transport http {
 //			<reverse_proxy http transport options>
 //		}
@@ -47,7 +48,10 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		}
 //	}
 //
-// The block is optional. custom_host_allow may repeat; its entries add up.
+// The block is optional. management off stops the route answering the
+// management API (keys, configs, prompts, policies, logs, …; served by
+// llm_api where the operator chooses): those paths get a 404 and never
+// reach a provider. custom_host_allow may repeat; its entries add up.
 // Only reverse_proxy's http transport is accepted, parsed by that module,
 // so it takes the same options as in reverse_proxy.
 func (g *Gateway) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
@@ -92,6 +96,19 @@ func (g *Gateway) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			if g.BatchMode != BatchNative && g.BatchMode != BatchManaged {
 				return d.Errf("batch_mode: %q is neither %s nor %s", g.BatchMode, BatchNative, BatchManaged)
+			}
+		case "management":
+			var v string
+			if !d.Args(&v) || d.NextArg() {
+				return d.ArgErr()
+			}
+			switch v {
+			case "on":
+				g.ManagementOff = false
+			case "off":
+				g.ManagementOff = true
+			default:
+				return d.Errf("management: %q is neither on nor off", v)
 			}
 		case "transport":
 			var name string

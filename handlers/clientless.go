@@ -157,14 +157,7 @@ const claimTimeout = 5 * time.Second
 // holder of the presented gateway key, as llm_ratelimit in front of the
 // gateway already found it or as the app finds it now.
 func (g *Gateway) authenticate(r *http.Request, presented string) (*identity.Caller, bool) {
-	st := handoff.From(r.Context())
-	if id, ok := st.Given(g.app.Issuer()); ok {
-		return id, true
-	}
-	if id, ok := st.Caller(g.app.Issuer(), presented); ok {
-		return id, true
-	}
-	return g.app.Authenticate(presented)
+	return g.app.Identify(r.Context(), presented)
 }
 
 // memoryWriter is the in-memory client of Run.

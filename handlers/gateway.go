@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/guardrails"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/realtime"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
@@ -67,8 +68,16 @@ type Gateway struct {
 	// one provider job, at the provider's batch price; "managed" runs
 	// each line through the pipeline as for any other provider.
 	BatchMode string `json:"batch_mode,omitempty"`
+	// ManagementOff stops this route answering the management API
+	// (controlplane: keys, configs, prompts, policies, logs, feedback):
+	// those requests get a 404 and are never forwarded to a provider. An
+	// operator serves the API on a site of its choosing with llm_api.
+	ManagementOff bool `json:"management_off,omitempty"`
 
 	app *app.App
+	// management is the llm app's management API router (controlplane):
+	// its Owns decides which requests are the management API's.
+	management *controlplane.Router
 	// transports[guarded][tls]: plain and TLS, for trusted and for
 	// guarded attempts. A transport is TLS or not for all its upstreams;
 	// and guarded attempts (addresses from client input) get transports
@@ -127,6 +136,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("loading llm app: %v", err)
 	}
 	g.app = a.(*app.App)
+	g.management = g.app.ControlPlane()
 	if g.guard, err = upstream.NewGuard(g.CustomHostAllow); err != nil {
 		return err
 	}

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
@@ -68,17 +68,22 @@ func (g *Gateway) local(r *http.Request, q *Request) (*localAnswer, error) {
 // opControl is the logged operation of a control-plane call.
 const opControl providers.Operation = "control"
 
-// controlPlane answers the management APIs registered with package
-// controlplane, as the authenticated caller. Their paths are no
-// inference operation's; a prompt completion lies under the prompts
-// API's prefix but parse made it a chat completion, so it is routed.
+// controlPlane answers the management API (the llm app's router), as the
+// authenticated caller, unless the route has management off: then it is a
+// 404, never a provider's call. Their paths are no inference operation's;
+// a prompt completion lies under the prompts API's prefix but is not the
+// router's (Owns), and parse made it a chat completion, so it is routed.
 func (g *Gateway) controlPlane(r *http.Request, q *Request) (*localAnswer, error) {
-	if q.Call.Op != providers.OpProxy || !controlplane.Owns(r.URL.Path) {
+	rt := g.management
+	if q.Call.Op != providers.OpProxy || !rt.Owns(r.Method, r.URL.Path) {
 		return nil, nil
 	}
-	caller := &controlplane.Caller{Identity: q.Identity, App: g.app, Body: q.Call.Body}
+	if g.ManagementOff {
+		return nil, apierror.Newf(http.StatusNotFound, apierror.TypeNotFound, "unknown endpoint %s", apierror.QuotePath(r.URL.Path))
+	}
+	id, body := q.Identity, q.Call.Body
 	return &localAnswer{op: opControl, serve: func(w http.ResponseWriter) {
-		controlplane.Serve(w, r, caller)
+		rt.Serve(w, r, id, body)
 	}}, nil
 }
 

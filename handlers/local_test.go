@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/files"
@@ -20,9 +23,12 @@ import (
 // provider: inference, a prompt completion under the prompts prefix,
 // provider files, a response id the gateway did not store.
 func TestLocalDispatch(t *testing.T) {
-	// A control-plane API, as feature packages register theirs.
-	controlplane.Handle("GET /v1/local-test/", "/v1/local-test/", func(http.ResponseWriter, *http.Request) {})
-	g := &Gateway{app: &app.App{}, configs: routing.NewConfigCache(8)}
+	// A control-plane API, as an API module declares its routes.
+	rt, err := controlplane.Build([]controlplane.Module{localTestAPI{}}, controlplane.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &Gateway{app: &app.App{}, management: rt, configs: routing.NewConfigCache(8)}
 	gatewayFile := files.IDPrefix + strings.Repeat("ab", 16)
 	tests := []struct {
 		name, method, path string
@@ -35,6 +41,7 @@ func TestLocalDispatch(t *testing.T) {
 		{name: "control plane", method: "GET", path: "/v1/local-test/x", want: opControl},
 		{name: "control plane, wrong method", method: "POST", path: "/v1/local-test/x", want: opControl},
 		{name: "inference under a control-plane prefix", method: "POST", path: "/v1/local-test/p1/completions", op: providers.OpChat, want: ""},
+		{name: "prompt completion", method: "POST", path: "/v1/prompts/p1/completions", op: providers.OpChat, want: ""},
 		{name: "gateway file", method: "GET", path: "/v1/files/" + gatewayFile, want: "files"},
 		{name: "provider file", method: "GET", path: "/v1/files/file-abc", header: ingress.Headers{Provider: "openai"}, want: ""},
 		{name: "files list without a provider", method: "GET", path: "/v1/files", want: "files"},
@@ -66,6 +73,41 @@ func TestLocalDispatch(t *testing.T) {
 				t.Fatalf("answered as %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// localTestAPI is a management API module of one route.
+type localTestAPI struct{}
+
+func (localTestAPI) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: controlplane.Namespace + ".local_test", New: func() caddy.Module { return localTestAPI{} }}
+}
+
+func (localTestAPI) Routes() []controlplane.Route {
+	return []controlplane.Route{{Method: "GET", Path: "/v1/local-test/{id}", Handler: func(*controlplane.Call) (any, error) { return nil, nil }}}
+}
+
+// TestManagementOff: with management off the route answers the management
+// API's paths 404 itself; nothing is served, nothing routed.
+func TestManagementOff(t *testing.T) {
+	rt, err := controlplane.Build([]controlplane.Module{localTestAPI{}}, controlplane.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, off := range []bool{false, true} {
+		g := &Gateway{app: &app.App{}, management: rt, configs: routing.NewConfigCache(8), ManagementOff: off}
+		for _, path := range []string{"/v1/local-test/x", "/v1/labels"} {
+			r := httptest.NewRequest("GET", path, nil)
+			q := &Request{Header: &ingress.Headers{}, RouteHeader: &ingress.Headers{}, Identity: &identity.Caller{Name: "k"}, URLPath: path}
+			q.Call = providers.Call{Op: providers.OpProxy, Method: "GET", Path: strings.TrimPrefix(path, "/v1")}
+			a, err := g.local(r, q)
+			switch {
+			case off && (a != nil || apierror.As(err).Status != http.StatusNotFound):
+				t.Fatalf("management off, %s: answer %v, error %v", path, a, err)
+			case !off && (a == nil || a.op != opControl || err != nil):
+				t.Fatalf("management on, %s: answer %v, error %v", path, a, err)
+			}
+		}
 	}
 }
 

@@ -124,7 +124,7 @@ func (g *Gateway) parse(r *http.Request, f *flight) (*Request, error) {
 		}
 		return q, checkModel(id, c)
 	}
-	if err := inspectBody(r, c); err != nil {
+	if err := g.inspectBody(r, c); err != nil {
 		return q, err
 	}
 	return q, checkModel(id, c)
@@ -137,7 +137,7 @@ func (g *Gateway) parse(r *http.Request, f *flight) (*Request, error) {
 // gives back when it ends (endFlight).
 func (g *Gateway) readBody(r *http.Request, out *responder, pool bool) ([]byte, *bodybuf.Buf, error) {
 	limit := g.MaxRequestBody
-	if controlBody(r) {
+	if g.controlBody(r) {
 		limit = min(limit, controlplane.MaxBody)
 	}
 	if body, ok := ingress.Body(r); ok {
@@ -201,11 +201,8 @@ func (g *Gateway) readBody(r *http.Request, out *responder, pool bool) ([]byte, 
 // what they read and none needs more. A prompt completion lies under
 // the prompts API's prefix but is inference, bounded as chat is; file
 // uploads and batches are the jobs API's, not the control plane's.
-func controlBody(r *http.Request) bool {
-	if _, completion := prompts.CompletionsRef(r.URL.Path); completion && r.Method == http.MethodPost {
-		return false
-	}
-	return controlplane.Owns(r.URL.Path)
+func (g *Gateway) controlBody(r *http.Request) bool {
+	return g.management.Owns(r.Method, r.URL.Path)
 }
 
 // pooledOp reports whether the body of an op may be read into a lent
@@ -231,14 +228,14 @@ func tooLarge(limit int64) error {
 // nested deeper than jsonlimit.MaxDepth. The depth is checked without
 // recursion before gjson or any provider walks the body, since a few
 // megabytes of "[" would otherwise exhaust a recursive validator's stack.
-func inspectBody(r *http.Request, c *providers.Call) error {
+func (g *Gateway) inspectBody(r *http.Request, c *providers.Call) error {
 	switch c.Op {
 	case providers.OpChat, providers.OpCompletions, providers.OpEmbeddings, providers.OpResponses, providers.OpImages, providers.OpSpeech:
 	case providers.OpMessages:
 		return nil // handlers/messages.go checks its body
 	default:
-		if controlBody(r) {
-			return nil // controlplane.Serve reads its bodies strictly
+		if g.controlBody(r) {
+			return nil // the control plane reads its bodies strictly
 		}
 		return checkPassthroughJSON(r, c.Body)
 	}

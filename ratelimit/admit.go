@@ -12,13 +12,11 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/budgets"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity/handoff"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/prompts"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/realtime"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 )
@@ -242,7 +240,7 @@ func (h *Handler) admit(r *http.Request, c *requester) (*verdict, error) {
 	if len(active) == 0 && len(h.static) == 0 {
 		return nil, nil
 	}
-	if _, completion := prompts.CompletionsRef(r.URL.Path); !completion && controlplane.Owns(r.URL.Path) {
+	if h.ctl.ControlPlane().Owns(r.Method, r.URL.Path) {
 		// The management APIs are never limited: a policy must not lock
 		// its administrators out of the API that lifts it. Prompt
 		// completions are inference and are limited like chat.

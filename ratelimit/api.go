@@ -10,10 +10,11 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/google/uuid"
-	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 )
@@ -21,7 +22,6 @@ import (
 // API paths. The collection is the spec's; the id routes beyond GET and
 // the listing are this gateway's additions.
 const (
-	apiOwned      = "/v1/policies/"
 	apiCollection = "/v1/policies/rate-limits"
 	apiItem       = apiCollection + "/{id}"
 	// apiUsage is where one group stands on one policy, apiUsageMine where
@@ -53,16 +53,55 @@ const (
 	ScopeDelete = "rate_limits.delete"
 )
 
-func init() {
-	controlplane.Handle("POST "+apiCollection, apiOwned, controlplane.RequireScope(ScopeCreate, createPolicy))
-	controlplane.Handle("GET "+apiCollection, apiOwned, controlplane.RequireScope(ScopeList, listPolicies))
-	controlplane.Handle("GET "+apiItem, apiOwned, controlplane.RequireScope(ScopeRead, getPolicy))
-	controlplane.Handle("PUT "+apiItem, apiOwned, controlplane.RequireScope(ScopeUpdate, updatePolicy))
-	controlplane.Handle("DELETE "+apiItem, apiOwned, controlplane.RequireScope(ScopeDelete, archivePolicy))
-	// Usage is read with rate_limits.read, as one policy is: a count of
-	// the caller's own workspace's policies, never a secret.
-	controlplane.Handle("GET "+apiUsage, apiOwned, controlplane.RequireScope(ScopeRead, getUsage))
-	controlplane.Handle("GET "+apiUsageMine, apiOwned, controlplane.RequireScope(ScopeRead, listMyUsage))
+func init() { caddy.RegisterModule(APIModule{}) }
+
+// APIModule is the llm.api.rate_limits module: the rate-limit policy API
+// and where callers stand on the policies.
+type APIModule struct {
+	app *app.App
+}
+
+// CaddyModule returns the Caddy module information.
+func (APIModule) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: controlplane.Namespace + ".rate_limits", New: func() caddy.Module { return new(APIModule) }}
+}
+
+// Provision takes the llm app, whose policy store and limiter the routes
+// serve.
+func (m *APIModule) Provision(ctx caddy.Context) error {
+	a, err := app.Get(ctx)
+	m.app = a
+	return err
+}
+
+// Routes implements controlplane.Module. Usage is read with
+// rate_limits.read, as one policy is: a count of the caller's own
+// workspace's policies, never a secret.
+func (m *APIModule) Routes() []controlplane.Route {
+	return []controlplane.Route{
+		{Method: http.MethodPost, Path: apiCollection, Scope: ScopeCreate, Handler: m.handle(createPolicy)},
+		{Method: http.MethodGet, Path: apiCollection, Scope: ScopeList, Handler: m.handle(listPolicies)},
+		{Method: http.MethodGet, Path: apiItem, Scope: ScopeRead, Handler: m.handle(getPolicy)},
+		{Method: http.MethodPut, Path: apiItem, Scope: ScopeUpdate, Handler: m.handle(updatePolicy)},
+		{Method: http.MethodDelete, Path: apiItem, Scope: ScopeDelete, Handler: m.handle(archivePolicy)},
+		{Method: http.MethodGet, Path: apiUsage, Scope: ScopeRead, Handler: m.handle(getUsage)},
+		{Method: http.MethodGet, Path: apiUsageMine, Scope: ScopeRead, Handler: m.handle(listMyUsage)},
+	}
+}
+
+// apiCall is one call of the policy API.
+type apiCall struct {
+	*controlplane.Call
+	app *app.App
+}
+
+func (m *APIModule) handle(fn func(*apiCall) (any, error)) controlplane.Handler {
+	return func(cp *controlplane.Call) (any, error) {
+		if m.app.Policies() == nil {
+			return nil, apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable, "the rate-limit policy store is unavailable; try again later")
+		}
+		return fn(&apiCall{Call: cp, app: m.app})
+	}
 }
 
 // createdResponse is the spec's answer to a create.
@@ -85,32 +124,26 @@ type listResponse struct {
 // organisation are the gateway key's; a body may repeat them but not name
 // others, since a key that could write policies into another tenant could
 // throttle it.
-func createPolicy(w http.ResponseWriter, r *http.Request) {
-	c := caller(w, r)
-	if c == nil {
-		return
-	}
+func createPolicy(c *apiCall) (any, error) {
+	r := c.Request
 	p, err := policies.ParseCreate(c.Body)
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	if err := scope(p, c); err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
-	if err := c.App.Policies().Create(r.Context(), p); err != nil {
-		writeErr(w, err)
-		return
+	if err := c.app.Policies().Create(r.Context(), p); err != nil {
+		return nil, err
 	}
-	audit(r, c, "create", p, keys.ChangedFields(&policies.Policy{}, p, auditFields...))
-	writeJSON(w, createdResponse{ID: p.ID, Object: policies.ObjectRateLimits})
+	c.audit("create", p, keys.ChangedFields(&policies.Policy{}, p, auditFields...))
+	return createdResponse{ID: p.ID, Object: policies.ObjectRateLimits}, nil
 }
 
 // scope fills the workspace and organisation from the key, rejecting a
 // body that names other ones.
-func scope(p *policies.Policy, c *controlplane.Caller) error {
-	id := c.Identity
+func scope(p *policies.Policy, c *apiCall) error {
+	id := c.Caller
 	switch p.WorkspaceID {
 	case "":
 		p.WorkspaceID = id.WorkspaceID
@@ -129,57 +162,45 @@ func scope(p *policies.Policy, c *controlplane.Caller) error {
 }
 
 // getPolicy answers GET /v1/policies/rate-limits/{id}?status=active|archived.
-func getPolicy(w http.ResponseWriter, r *http.Request) {
-	c := caller(w, r)
-	if c == nil {
-		return
-	}
+func getPolicy(c *apiCall) (any, error) {
+	r := c.Request
 	status, err := statusQuery(r, policies.StatusActive)
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	p, err := lookup(r, c)
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	if p.Status != status {
-		writeErr(w, &notFoundError{id: p.ID, status: status})
-		return
+		return nil, &notFoundError{id: p.ID, status: status}
 	}
-	writeJSON(w, p)
+	return p, nil
 }
 
 // listPolicies answers GET /v1/policies/rate-limits with the key's
 // workspace's policies, oldest first, both statuses unless ?status= says
 // one; ?after=<id> continues after that policy, ?limit= sizes the page.
-func listPolicies(w http.ResponseWriter, r *http.Request) {
-	c := caller(w, r)
-	if c == nil {
-		return
-	}
+func listPolicies(c *apiCall) (any, error) {
+	r := c.Request
 	q := r.URL.Query()
 	status, err := statusQuery(r, "")
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	limit := defaultListLimit
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > maxListLimit {
-			writeErr(w, &policies.FieldError{Field: "limit", Message: "must be an integer from 1 to 100"})
-			return
+			return nil, &policies.FieldError{Field: "limit", Message: "must be an integer from 1 to 100"}
 		}
 		limit = n
 	}
-	all, err := c.App.Policies().List(r.Context(), c.Identity.WorkspaceID)
+	all, err := c.app.Policies().List(r.Context(), c.Caller.WorkspaceID)
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
-	all = slices.DeleteFunc(all, func(p *policies.Policy) bool { return !owned(p, c) })
+	all = slices.DeleteFunc(all, func(p *policies.Policy) bool { return !owned(p, c.Caller) })
 	start := 0
 	if after := q.Get("after"); after != "" {
 		// Find the cursor in the unfiltered, ordered listing, so a cursor
@@ -192,8 +213,7 @@ func listPolicies(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if start < 0 {
-			writeErr(w, &policies.FieldError{Field: "after", Message: "is not the id of a policy of this workspace"})
-			return
+			return nil, &policies.FieldError{Field: "after", Message: "is not the id of a policy of this workspace"}
 		}
 	}
 	page := make([]*policies.Policy, 0, min(limit, len(all)))
@@ -212,7 +232,7 @@ func listPolicies(w http.ResponseWriter, r *http.Request) {
 	if len(page) > 0 {
 		resp.FirstID, resp.LastID = &page[0].ID, &page[len(page)-1].ID
 	}
-	writeJSON(w, resp)
+	return resp, nil
 }
 
 // updateBody is what PUT may send. Each field is kept raw so an absent
@@ -238,28 +258,22 @@ type updateBody struct {
 // value, name, conditions, group_by and unit (a changed window keeps the
 // counters, conservatively re-bucketed). Fields left out keep their value.
 // The new limit applies to the next request.
-func updatePolicy(w http.ResponseWriter, r *http.Request) {
-	c := caller(w, r)
-	if c == nil {
-		return
-	}
+func updatePolicy(c *apiCall) (any, error) {
+	r := c.Request
 	p, err := lookup(r, c)
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	before := p.Clone()
 	if err := applyUpdate(p, c.Body); err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
-	if err := c.App.Policies().Put(r.Context(), p); err != nil {
-		writeErr(w, err)
-		return
+	if err := c.app.Policies().Put(r.Context(), p); err != nil {
+		return nil, err
 	}
-	audit(r, c, "update", p, keys.ChangedFields(before, p, auditFields...))
+	c.audit("update", p, keys.ChangedFields(before, p, auditFields...))
 	p.Object = policies.ObjectRateLimits
-	writeJSON(w, p)
+	return p, nil
 }
 
 // applyUpdate decodes an update body onto p and validates the result.
@@ -338,59 +352,42 @@ func applyUpdate(p *policies.Policy, body []byte) error {
 // is archived, not erased, so its id keeps answering GET ?status=archived;
 // it stops being enforced at once on this instance and within the store's
 // cache TTL (5s) on the others. Archiving an archived policy is a no-op.
-func archivePolicy(w http.ResponseWriter, r *http.Request) {
-	c := caller(w, r)
-	if c == nil {
-		return
-	}
+func archivePolicy(c *apiCall) (any, error) {
+	r := c.Request
 	p, err := lookup(r, c)
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	if p.Status != policies.StatusArchived {
 		p.Status = policies.StatusArchived
-		if err := c.App.Policies().Put(r.Context(), p); err != nil {
-			writeErr(w, err)
-			return
+		if err := c.app.Policies().Put(r.Context(), p); err != nil {
+			return nil, err
 		}
-		audit(r, c, "delete", p, []string{"status"})
+		c.audit("delete", p, []string{"status"})
 	}
 	p.Object = policies.ObjectRateLimits
-	writeJSON(w, p)
+	return p, nil
 }
 
 // auditFields are the members of a policy the audit log names when they
 // change.
 var auditFields = []string{"name", "type", "unit", "value", "conditions", "group_by", "default_reservation", "status", "workspace_id"}
 
-// audit records a change to p in the audit log (app.Audit) as
-// rate_limit.<verb>.
-func audit(r *http.Request, c *controlplane.Caller, verb string, p *policies.Policy, fields []string) {
-	c.App.Audit(r.Context(), c.Identity, "rate_limit."+verb, "rate_limit", p.ID, p.WorkspaceID, p.OrganisationID, fields)
-}
-
-// caller returns the authenticated caller, or answers 500 when the route
-// was reached without one (a wiring bug, not a client error).
-func caller(w http.ResponseWriter, r *http.Request) *controlplane.Caller {
-	c := controlplane.From(r)
-	if c == nil || c.Identity == nil || c.App == nil || c.App.Policies() == nil {
-		apierror.Write(w, apierror.New(http.StatusInternalServerError, apierror.TypeServer, "rate-limit policies are not available"))
-		return nil
-	}
-	return c
+// audit records a change to p in the audit log as rate_limit.<verb>.
+func (c *apiCall) audit(verb string, p *policies.Policy, fields []string) {
+	c.Audit("rate_limit."+verb, "rate_limit", p.ID, p.WorkspaceID, p.OrganisationID, fields)
 }
 
 // lookup returns the policy named by the path, if it belongs to the
 // caller's workspace. Another workspace's policy is reported as not found,
 // so ids cannot be probed across workspaces.
-func lookup(r *http.Request, c *controlplane.Caller) (*policies.Policy, error) {
+func lookup(r *http.Request, c *apiCall) (*policies.Policy, error) {
 	id := r.PathValue("id")
 	if len(id) != 36 || uuid.Validate(id) != nil {
 		return nil, &policies.FieldError{Field: pathParam, Message: "must be a UUID"}
 	}
-	p, err := c.App.Policies().Get(r.Context(), id)
-	if errors.Is(err, policies.ErrNotFound) || (err == nil && !owned(p, c)) {
+	p, err := c.app.Policies().Get(r.Context(), id)
+	if errors.Is(err, policies.ErrNotFound) || (err == nil && !owned(p, c.Caller)) {
 		return nil, &notFoundError{id: id}
 	}
 	return p, err
@@ -399,8 +396,8 @@ func lookup(r *http.Request, c *controlplane.Caller) (*policies.Policy, error) {
 // owned reports whether p is a record of the caller's tenant: the same
 // rule as enforcement (policies.Policy.InScope), and never a record without
 // a tenant, which only the Caddyfile declares.
-func owned(p *policies.Policy, c *controlplane.Caller) bool {
-	return p.WorkspaceID != "" && p.OrganisationID != "" && p.InScope(c.Identity.WorkspaceID, c.Identity.OrganisationID)
+func owned(p *policies.Policy, c *identity.Caller) bool {
+	return p.WorkspaceID != "" && p.OrganisationID != "" && p.InScope(c.WorkspaceID, c.OrganisationID)
 }
 
 // statusQuery reads ?status=, which must be active or archived.
@@ -425,37 +422,19 @@ func (e *notFoundError) Error() string {
 	return "rate-limit policy " + e.id + " not found"
 }
 
-// writeErr answers err in the OpenAI envelope: a *FieldError as a 400
-// naming the field, a missing policy as a 404, anything else (the store
-// unreachable) as a 503 without the internal error text.
-func writeErr(w http.ResponseWriter, err error) {
+// MapError implements controlplane.ErrorMapper: a *FieldError is a 400
+// naming the field, a missing policy a 404; anything else (the store
+// unreachable) is the router's 503, logged without showing its text.
+func (*APIModule) MapError(err error) *apierror.Error {
 	var fe *policies.FieldError
 	var nf *notFoundError
 	switch {
 	case errors.As(err, &fe):
-		apierror.Write(w, apierror.BadRequest(fe.Field, "%s %s", fe.Field, fe.Message))
+		return apierror.BadRequest(fe.Field, "%s %s", fe.Field, fe.Message)
 	case errors.As(err, &nf):
-		apierror.Write(w, apierror.New(http.StatusNotFound, apierror.TypeNotFound, nf.Error()).WithCode("policy_not_found"))
+		return apierror.New(http.StatusNotFound, apierror.TypeNotFound, nf.Error()).WithCode("policy_not_found")
 	case errors.Is(err, policies.ErrExists):
-		apierror.Write(w, apierror.New(http.StatusConflict, apierror.TypeInvalidRequest, "rate-limit policy already exists"))
-	default:
-		// Store errors name the store (a Redis address, a storage key),
-		// never a credential; they are logged, not shown to the client.
-		caddy.Log().Named("http.handlers.llm_ratelimit").Error("rate-limit policy store failed", zap.Error(err))
-		apierror.Write(w, apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable, "the rate-limit policy store is unavailable; try again later"))
+		return apierror.New(http.StatusConflict, apierror.TypeInvalidRequest, "rate-limit policy already exists")
 	}
-}
-
-// writeJSON answers 200 with v.
-func writeJSON(w http.ResponseWriter, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(b)
+	return nil
 }

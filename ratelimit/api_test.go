@@ -4,7 +4,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 )
@@ -100,7 +99,7 @@ func TestOwned(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := &policies.Policy{WorkspaceID: tt.ws, OrganisationID: tt.org}
-			if got := owned(p, &controlplane.Caller{Identity: tt.caller}); got != tt.want {
+			if got := owned(p, tt.caller); got != tt.want {
 				t.Fatalf("owned = %v, want %v", got, tt.want)
 			}
 		})

@@ -12,12 +12,10 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/budgets"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/prompts"
 )
 
 // Response headers of a request a usage limit applied to: the remaining
@@ -68,7 +66,7 @@ func (h *Handler) budget(hdr http.Header, r *http.Request, c *requester, v *verd
 	if !isBudgeter {
 		return nil, nil, true
 	}
-	if _, completion := prompts.CompletionsRef(r.URL.Path); !completion && controlplane.Owns(r.URL.Path) {
+	if h.ctl.ControlPlane().Owns(r.Method, r.URL.Path) {
 		return nil, nil, true // as for rate limits: management APIs are never limited
 	}
 	if !canSpend(r) {

@@ -14,6 +14,8 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
+
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/redistest"
 	// The providers the gateway knows, which routing resolution checks.
@@ -45,15 +47,17 @@ type fakeControl struct {
 	failClosed bool
 	vks        map[string]*providers.Settings
 	configs    map[string][]byte
+	router     *controlplane.Router
 }
 
 func (f *fakeControl) Authenticate(key string) (*identity.Caller, bool) {
 	id, ok := f.keys[key]
 	return id, ok
 }
-func (f *fakeControl) Policies() policies.CachedStore { return f.store }
-func (f *fakeControl) Limiter() policies.Limiter      { return f.limiter }
-func (f *fakeControl) FailClosed() bool               { return f.failClosed }
+func (f *fakeControl) Policies() policies.CachedStore     { return f.store }
+func (f *fakeControl) Limiter() policies.Limiter          { return f.limiter }
+func (f *fakeControl) FailClosed() bool                   { return f.failClosed }
+func (f *fakeControl) ControlPlane() *controlplane.Router { return f.router }
 func (f *fakeControl) SavedConfig(id string) ([]byte, bool) {
 	b, ok := f.configs[id]
 	return b, ok

@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
@@ -123,6 +124,9 @@ type control interface {
 	FailClosed() bool
 	SavedConfig(id string) ([]byte, bool)
 	VirtualKey(name string) (*providers.Settings, bool)
+	// ControlPlane decides which requests are the management API's,
+	// which are never limited.
+	ControlPlane() *controlplane.Router
 }
 
 // staticNamespace is the UUID namespace of Caddyfile policy ids.

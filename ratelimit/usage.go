@@ -64,40 +64,31 @@ type usageList struct {
 // The policy must be the caller's tenant's (lookup), and its id is the
 // first part of every counter key, so no query names another
 // workspace's counter.
-func getUsage(w http.ResponseWriter, r *http.Request) {
-	c := caller(w, r)
-	if c == nil {
-		return
-	}
+func getUsage(c *apiCall) (any, error) {
+	r := c.Request
 	p, err := lookup(r, c)
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	if p.Status != policies.StatusActive {
-		writeErr(w, &notFoundError{id: p.ID, status: policies.StatusActive})
-		return
+		return nil, &notFoundError{id: p.ID, status: policies.StatusActive}
 	}
 	if len(r.URL.RawQuery) > maxUsageQuery {
-		writeErr(w, &policies.FieldError{Field: "query", Message: "is too long"})
-		return
+		return nil, &policies.FieldError{Field: "query", Message: "is too long"}
 	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		writeErr(w, &policies.FieldError{Field: "query", Message: "is not a valid query string"})
-		return
+		return nil, &policies.FieldError{Field: "query", Message: "is not a valid query string"}
 	}
-	a, group, err := groupOf(p, q, c.Identity)
+	a, group, err := groupOf(p, q, c.Caller)
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
-	u, err := usageOf(r.Context(), c.App.Limiter(), p, a, group)
+	u, err := usageOf(r.Context(), c.app.Limiter(), p, a, group)
 	if err != nil {
-		limiterDown(w, err)
-		return
+		return nil, limiterDown(err)
 	}
-	writeJSON(w, u)
+	return u, nil
 }
 
 // listMyUsage answers GET /v1/policies/rate-limits/usage: the caller's own
@@ -108,42 +99,35 @@ func getUsage(w http.ResponseWriter, r *http.Request) {
 // {id}/usage route. One limiter read per policy listed, so at most the
 // listing's largest page of them (the oldest; has_more says there are
 // more), which bounds the Redis round trips of one call.
-func listMyUsage(w http.ResponseWriter, r *http.Request) {
-	c := caller(w, r)
-	if c == nil {
-		return
-	}
+func listMyUsage(c *apiCall) (any, error) {
+	r := c.Request
 	if r.URL.RawQuery != "" {
-		writeErr(w, &policies.FieldError{Field: "query", Message: "is not accepted: this route reports the calling key's own groups"})
-		return
+		return nil, &policies.FieldError{Field: "query", Message: "is not accepted: this route reports the calling key's own groups"}
 	}
-	all, err := c.App.Policies().List(r.Context(), c.Identity.WorkspaceID)
+	all, err := c.app.Policies().List(r.Context(), c.Caller.WorkspaceID)
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	out := usageList{Object: "list", Data: []*usageResponse{}}
 	for _, p := range all {
-		if !owned(p, c) || p.Status != policies.StatusActive || !IdentityGrouped(p.GroupBy) {
+		if !owned(p, c.Caller) || p.Status != policies.StatusActive || !IdentityGrouped(p.GroupBy) {
 			continue
 		}
 		if len(out.Data) == maxListLimit {
 			out.HasMore = true
 			break
 		}
-		a, group, err := groupOf(p, nil, c.Identity)
+		a, group, err := groupOf(p, nil, c.Caller)
 		if err != nil {
-			writeErr(w, err)
-			return
+			return nil, err
 		}
-		u, err := usageOf(r.Context(), c.App.Limiter(), p, a, group)
+		u, err := usageOf(r.Context(), c.app.Limiter(), p, a, group)
 		if err != nil {
-			limiterDown(w, err)
-			return
+			return nil, limiterDown(err)
 		}
 		out.Data = append(out.Data, u)
 	}
-	writeJSON(w, out)
+	return out, nil
 }
 
 // IdentityGrouped reports whether every group_by key is one the caller's
@@ -247,9 +231,9 @@ func seconds(d time.Duration) float64 {
 	return math.Round(d.Seconds()*1000) / 1000
 }
 
-// limiterDown answers a limiter that could not be read: 503, the error
-// logged (it names Redis's address, never a credential), not shown.
-func limiterDown(w http.ResponseWriter, err error) {
+// limiterDown is the answer to a limiter that could not be read: 503, the
+// error logged (it names Redis's address, never a credential), not shown.
+func limiterDown(err error) *apierror.Error {
 	caddy.Log().Named("http.handlers.llm_ratelimit").Error("rate limiter read failed", zap.Error(err))
-	apierror.Write(w, apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable, "the rate limiter is unavailable; try again later"))
+	return apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable, "the rate limiter is unavailable; try again later")
 }

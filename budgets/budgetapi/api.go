@@ -7,12 +7,10 @@
 package budgetapi
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
-	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
@@ -24,7 +22,6 @@ import (
 )
 
 const (
-	owned      = "/v1/policies/"
 	collection = "/v1/policies/usage-limits"
 	item       = collection + "/{id}"
 )
@@ -41,15 +38,40 @@ const (
 	ScopeDelete = "usage_limits.delete"
 )
 
-func init() {
-	controlplane.Handle("POST "+collection, owned, handle(ScopeCreate, create))
-	controlplane.Handle("GET "+collection, owned, handle(ScopeList, list))
-	controlplane.Handle("GET "+item, owned, handle(ScopeRead, get))
-	controlplane.Handle("PUT "+item, owned, handle(ScopeUpdate, update))
-	controlplane.Handle("DELETE "+item, owned, handle(ScopeDelete, remove))
+func init() { caddy.RegisterModule(Module{}) }
+
+// Module is the llm.api.usage_limits module: the usage-limit API and its
+// spend report.
+type Module struct {
+	app *app.App
+}
+
+// CaddyModule returns the Caddy module information.
+func (Module) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: controlplane.Namespace + ".usage_limits", New: func() caddy.Module { return new(Module) }}
+}
+
+// Provision takes the llm app, whose budget store the routes serve.
+func (m *Module) Provision(ctx caddy.Context) error {
+	a, err := app.Get(ctx)
+	m.app = a
+	return err
+}
+
+// Routes implements controlplane.Module.
+func (m *Module) Routes() []controlplane.Route {
+	return []controlplane.Route{
+		{Method: http.MethodPost, Path: collection, Scope: ScopeCreate, Handler: m.handle(create)},
+		{Method: http.MethodGet, Path: collection, Scope: ScopeList, Handler: m.handle(list)},
+		{Method: http.MethodGet, Path: item, Scope: ScopeRead, Handler: m.handle(get)},
+		{Method: http.MethodPut, Path: item, Scope: ScopeUpdate, Handler: m.handle(update)},
+		{Method: http.MethodDelete, Path: item, Scope: ScopeDelete, Handler: m.handle(remove)},
+		{Method: http.MethodGet, Path: usagePath, Scope: ScopeRead, Handler: m.handle(usage)},
+	}
 }
 
 type call struct {
+	*controlplane.Call
 	r     *http.Request
 	id    *identity.Caller
 	app   *app.App
@@ -62,57 +84,33 @@ type call struct {
 var auditFields = []string{"name", "type", "credit_limit", "alert_threshold", "periodic_reset", "timezone",
 	"conditions", "group_by", "status", "workspace_id"}
 
-// audit records a change to u in the audit log (app.Audit).
+// audit records a change to u in the audit log.
 func (c *call) audit(verb string, u *budgets.UsageLimit, fields []string) {
-	c.app.Audit(c.r.Context(), c.id, "usage_limit."+verb, "usage_limit", u.ID, u.WorkspaceID, u.OrganisationID, fields)
+	c.Audit("usage_limit."+verb, "usage_limit", u.ID, u.WorkspaceID, u.OrganisationID, fields)
 }
 
-// handle serves fn to a caller holding scope: a key without it gets a
-// 403 before anything is read or changed.
-func handle(scope string, fn func(*call) (any, error)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		cp := controlplane.From(r)
-		if cp == nil || cp.Identity == nil || cp.App.BudgetStore() == nil {
-			apierror.Write(w, apierror.New(http.StatusUnauthorized, apierror.TypeAuthentication, "a gateway API key is required"))
-			return
+func (m *Module) handle(fn func(*call) (any, error)) controlplane.Handler {
+	return func(cp *controlplane.Call) (any, error) {
+		store := m.app.BudgetStore()
+		if store == nil {
+			return nil, apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable, "the usage limit store is unavailable; try again later")
 		}
-		if !cp.Identity.Can(scope) {
-			apierror.Write(w, controlplane.MissingScope(scope))
-			return
-		}
-		v, err := fn(&call{r: r, id: cp.Identity, app: cp.App, store: cp.App.BudgetStore(), body: cp.Body})
-		if err != nil {
-			writeErr(w, err)
-			return
-		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			writeErr(w, err)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(b)
+		return fn(&call{Call: cp, r: cp.Request, id: cp.Caller, app: m.app, store: store, body: cp.Body})
 	}
 }
 
-func writeErr(w http.ResponseWriter, err error) {
-	var (
-		fe *policies.FieldError
-		ae *apierror.Error
-	)
+// MapError implements controlplane.ErrorMapper.
+func (*Module) MapError(err error) *apierror.Error {
+	var fe *policies.FieldError
 	switch {
-	case errors.As(err, &ae):
-		apierror.Write(w, ae)
 	case errors.As(err, &fe):
-		apierror.Write(w, apierror.BadRequest(fe.Field, "%s", fe.Error()))
+		return apierror.BadRequest(fe.Field, "%s", fe.Error())
 	case errors.Is(err, budgets.ErrNotFound):
-		apierror.Write(w, apierror.New(http.StatusNotFound, apierror.TypeNotFound, "no such usage limit").WithCode("policy_not_found"))
+		return apierror.New(http.StatusNotFound, apierror.TypeNotFound, "no such usage limit").WithCode("policy_not_found")
 	case errors.Is(err, budgets.ErrTooMany):
-		apierror.Write(w, apierror.New(http.StatusConflict, apierror.TypeInvalidRequest, "too many usage limits (at most 1000)"))
-	default:
-		caddy.Log().Named("llm.budgets").Error("usage limit store failed", zap.Error(err))
-		apierror.Write(w, apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable, "the usage limit store is unavailable; try again later"))
+		return apierror.New(http.StatusConflict, apierror.TypeInvalidRequest, "too many usage limits (at most 1000)")
 	}
+	return nil
 }
 
 // scope fills the limit's workspace and organisation from the key: a
@@ -128,7 +126,11 @@ func (c *call) scope(u *budgets.UsageLimit) error {
 	switch {
 	case u.WorkspaceID == "":
 		u.WorkspaceID = id.WorkspaceID
-	case u.WorkspaceID == id.WorkspaceID, id.Type == keys.TypeOrganisation:
+	case u.WorkspaceID == id.WorkspaceID:
+	case id.Type == keys.TypeOrganisation:
+		// The tenancy rule: never a workspace of another organisation.
+		_, err := c.Workspace(u.WorkspaceID)
+		return err
 	default:
 		return &policies.FieldError{Field: "workspace_id", Message: "must be the gateway key's workspace"}
 	}
@@ -163,14 +165,13 @@ func create(c *call) (any, error) {
 // list is its organisation's, or one workspace's when ?workspace_id=
 // names it. A workspace key naming another workspace is refused.
 func list(c *call) (any, error) {
-	ws := c.id.WorkspaceID
 	named := c.r.URL.Query().Get("workspace_id")
-	switch {
-	case c.id.Type == keys.TypeOrganisation:
-		ws = named
-	case named != "" && named != ws:
-		return nil, apierror.Newf(http.StatusForbidden, apierror.TypeInvalidRequest,
-			"workspace_id %s is not this gateway key's workspace", apierror.QuoteID(named)).WithCode("workspace_forbidden")
+	ws, err := c.Workspace(named)
+	if err != nil {
+		return nil, err
+	}
+	if named == "" && c.id.Type == keys.TypeOrganisation {
+		ws = "" // the whole organisation
 	}
 	out, err := c.store.List(c.r.Context(), ws, c.id.OrganisationID)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/budgets"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 )
@@ -36,10 +35,6 @@ const (
 
 // ObjectUsage is the "object" of one group in the spend report.
 const ObjectUsage = "usage-limit-usage"
-
-func init() {
-	controlplane.Handle("GET "+usagePath, owned, handle(ScopeRead, usage))
-}
 
 // groupUsage is where one group of a usage limit stands, in the limit's
 // unit (US dollars or tokens).
@@ -103,8 +98,7 @@ func usage(c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	cp := controlplane.From(c.r)
-	e := cp.App.BudgetEnforcer()
+	e := c.app.BudgetEnforcer()
 	all, err := e.Limits(c.r.Context())
 	if err != nil {
 		return nil, err
@@ -148,15 +142,14 @@ func usage(c *call) (any, error) {
 // (keys.Actor.Sees, the authorisation rule's tenancy and reach), but the
 // revoked ones, which spend no more: the Caddyfile's, then the API's.
 func (c *call) members() []budgets.Member {
-	cp := controlplane.From(c.r)
 	actor := keys.ActorOf(c.id)
 	var out []budgets.Member
-	for _, k := range cp.App.ConfigKeys() {
+	for _, k := range c.app.ConfigKeys() {
 		if actor.Sees(k.OrganisationID, k.WorkspaceID, k.Type == keys.TypeOrganisation) && len(out) < maxUsageMembers {
 			out = append(out, budgets.Member{APIKey: k.Name, WorkspaceID: k.WorkspaceID, OrganisationID: k.OrganisationID})
 		}
 	}
-	if ks := cp.App.KeyStore(); ks != nil && len(out) < maxUsageMembers {
+	if ks := c.app.KeyStore(); ks != nil && len(out) < maxUsageMembers {
 		page, _, _ := ks.ListAPIKeys(func(r *keys.APIKey) bool {
 			return r.Status != keys.StatusRevoked && actor.Sees(r.OrganisationID, r.WorkspaceID, r.Type == keys.TypeOrganisation)
 		}, "", 0, maxUsageMembers-len(out))

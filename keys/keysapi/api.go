@@ -2,7 +2,7 @@
 // and saved configs (/v1/api-keys, /v1/virtual-keys, /v1/configs) and the
 // audit log of their changes (/v1/audit-logs) through the gateway's
 // control plane, in the shapes the portkey-ai SDK sends and reads.
-// Importing it registers the routes; the records live in package keys.
+// It is the llm.api.keys module; the records live in package keys.
 //
 // Every route asks one rule, keys.Authorize (keys/authz.go), whether the
 // caller may do its action to its target: the scope (api_keys.create,
@@ -27,7 +27,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"go.uber.org/zap"
+	"github.com/caddyserver/caddy/v2"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
@@ -36,42 +36,70 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
 )
 
-// routes is the API's own mux, dispatched once more so path values are
-// set (the control plane finds handlers with ServeMux.Handler).
-var routes = http.NewServeMux()
+func init() { caddy.RegisterModule(Module{}) }
 
-func init() {
-	for _, r := range []struct {
-		pattern, owned string
-		fn             func(*call) (any, error)
-	}{
-		{"POST /v1/api-keys/{type}/{subtype}", "/v1/api-keys/", createAPIKey},
-		{"GET /v1/api-keys", "/v1/api-keys/", listAPIKeys},
-		{"GET /v1/api-keys/{id}", "/v1/api-keys/", getAPIKey},
-		{"PUT /v1/api-keys/{id}", "/v1/api-keys/", updateAPIKey},
-		{"DELETE /v1/api-keys/{id}", "/v1/api-keys/", deleteAPIKey},
-		{"POST /v1/api-keys/{id}/rotate", "/v1/api-keys/", rotateAPIKey},
-		{"POST /v1/virtual-keys", "/v1/virtual-keys/", createVirtualKey},
-		{"GET /v1/virtual-keys", "/v1/virtual-keys/", listVirtualKeys},
-		{"GET /v1/virtual-keys/{slug}", "/v1/virtual-keys/", getVirtualKey},
-		{"PUT /v1/virtual-keys/{slug}", "/v1/virtual-keys/", updateVirtualKey},
-		{"DELETE /v1/virtual-keys/{slug}", "/v1/virtual-keys/", deleteVirtualKey},
-		{"POST /v1/virtual-keys/{slug}/rotate", "/v1/virtual-keys/", rotateVirtualKey},
-		{"POST /v1/configs", "/v1/configs/", createConfig},
-		{"GET /v1/configs", "/v1/configs/", listConfigs},
-		{"GET /v1/configs/{slug}", "/v1/configs/", getConfig},
-		{"PUT /v1/configs/{slug}", "/v1/configs/", updateConfig},
-		{"DELETE /v1/configs/{slug}", "/v1/configs/", deleteConfig},
-		{"GET /v1/configs/{slug}/versions", "/v1/configs/", listConfigVersions},
-		{"GET /v1/audit-logs", "/v1/audit-logs/", listAuditLogs},
-	} {
-		routes.HandleFunc(r.pattern, handle(r.fn))
-		controlplane.Handle(r.pattern, r.owned, routes.ServeHTTP)
-	}
+// Module is the llm.api.keys module: the gateway keys, virtual keys,
+// configs and audit log APIs.
+type Module struct {
+	app *app.App
 }
+
+// CaddyModule returns the Caddy module information.
+func (Module) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: controlplane.Namespace + ".keys", New: func() caddy.Module { return new(Module) }}
+}
+
+// Provision takes the llm app, whose key store the routes serve.
+func (m *Module) Provision(ctx caddy.Context) error {
+	a, err := app.Get(ctx)
+	if err != nil {
+		return err
+	}
+	m.app = a
+	return nil
+}
+
+// Routes implements controlplane.Module. The scope of each is the rule's
+// (keys.Authorize), which sees the record too; the router's check is none.
+func (m *Module) Routes() []controlplane.Route {
+	routes := []struct {
+		method, path string
+		fn           func(*call) (any, error)
+	}{
+		{"POST", "/v1/api-keys/{type}/{subtype}", createAPIKey},
+		{"GET", "/v1/api-keys", listAPIKeys},
+		{"GET", "/v1/api-keys/{id}", getAPIKey},
+		{"PUT", "/v1/api-keys/{id}", updateAPIKey},
+		{"DELETE", "/v1/api-keys/{id}", deleteAPIKey},
+		{"POST", "/v1/api-keys/{id}/rotate", rotateAPIKey},
+		{"POST", "/v1/virtual-keys", createVirtualKey},
+		{"GET", "/v1/virtual-keys", listVirtualKeys},
+		{"GET", "/v1/virtual-keys/{slug}", getVirtualKey},
+		{"PUT", "/v1/virtual-keys/{slug}", updateVirtualKey},
+		{"DELETE", "/v1/virtual-keys/{slug}", deleteVirtualKey},
+		{"POST", "/v1/virtual-keys/{slug}/rotate", rotateVirtualKey},
+		{"POST", "/v1/configs", createConfig},
+		{"GET", "/v1/configs", listConfigs},
+		{"GET", "/v1/configs/{slug}", getConfig},
+		{"PUT", "/v1/configs/{slug}", updateConfig},
+		{"DELETE", "/v1/configs/{slug}", deleteConfig},
+		{"GET", "/v1/configs/{slug}/versions", listConfigVersions},
+		{"GET", "/v1/audit-logs", listAuditLogs},
+	}
+	out := make([]controlplane.Route, len(routes))
+	for i, r := range routes {
+		out[i] = controlplane.Route{Method: r.method, Path: r.path, Handler: m.handle(r.fn)}
+	}
+	return out
+}
+
+// MapError implements controlplane.ErrorMapper: the store's refusals of a
+// write; any other store error is the router's 503.
+func (*Module) MapError(err error) *apierror.Error { return writeRefused(err) }
 
 // call is one API request.
 type call struct {
+	*controlplane.Call
 	r     *http.Request
 	id    *identity.Caller
 	app   *app.App
@@ -80,40 +108,19 @@ type call struct {
 	who   *keys.Actor // the caller as the rule sees it (actor)
 }
 
-func handle(fn func(*call) (any, error)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		cp := controlplane.From(r)
-		if cp == nil || cp.Identity == nil || cp.App == nil || cp.App.KeyStore() == nil {
-			apierror.Write(w, apierror.New(http.StatusInternalServerError, apierror.TypeServer, "keys API called outside the gateway"))
-			return
+func (m *Module) handle(fn func(*call) (any, error)) controlplane.Handler {
+	return func(cp *controlplane.Call) (any, error) {
+		store := m.app.KeyStore()
+		if store == nil || !store.Ready() {
+			return nil, apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable, "the key store is unavailable; try again")
 		}
-		if !cp.App.KeyStore().Ready() {
-			apierror.Write(w, apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable, "the key store is unavailable; try again"))
-			return
-		}
-		out, err := fn(&call{r: r, id: cp.Identity, app: cp.App, store: cp.App.KeyStore(), body: cp.Body})
-		if err != nil {
-			var e *apierror.Error
-			if !errors.As(err, &e) {
-				e = writeRefused(err)
-			}
-			if e == nil {
-				// A store failure: its text may name hosts or paths.
-				cp.App.KeysLogger().Error("keys API: store failure", zap.String("path", r.URL.Path), zap.Error(err))
-				e = apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable, "the key store is unavailable; try again")
-			}
-			apierror.Write(w, e)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(out)
+		return fn(&call{Call: cp, r: cp.Request, id: cp.Caller, app: m.app, store: store, body: cp.Body})
 	}
 }
 
-// audit records a change (app.Audit); a failure is logged, the change
-// stands.
+// audit records a change (the control plane's one audit writer).
 func (c *call) audit(action, typ, id, ws, org string, fields []string) {
-	c.app.Audit(c.r.Context(), c.id, action, typ, id, ws, org, fields)
+	c.Audit(action, typ, id, ws, org, fields)
 }
 
 func notFound(what, ref string) error {

@@ -93,42 +93,13 @@ func (c *call) namedWorkspace(kind string, act keys.Action) (string, error) {
 // the caller's, else the caller's (a workspace no other organisation
 // holds records in is the caller's to use).
 func (c *call) workspaceOrganisation(ws string) string {
-	own := c.id.OrganisationID
 	if ws == c.id.WorkspaceID {
-		return own
+		return c.id.OrganisationID
 	}
-	for _, k := range c.app.ConfigKeys() {
-		if k.WorkspaceID == ws {
-			return k.OrganisationID
-		}
+	if org, ok := c.app.ForeignOrganisation(ws, c.id.OrganisationID); ok {
+		return org
 	}
-	other := ""
-	c.store.ListAPIKeys(func(r *keys.APIKey) bool {
-		if r.WorkspaceID == ws && r.OrganisationID != own && other == "" {
-			other = r.OrganisationID
-		}
-		return false
-	}, "", 0, 0)
-	if other == "" {
-		c.store.VirtualKeys(func(r *keys.VirtualKey) bool {
-			if r.WorkspaceID == ws && r.OrganisationID != own && other == "" {
-				other = r.OrganisationID
-			}
-			return false
-		})
-	}
-	if other == "" {
-		c.store.Configs(func(r *keys.Config) bool {
-			if r.WorkspaceID == ws && r.OrganisationID != own && other == "" {
-				other = r.OrganisationID
-			}
-			return false
-		})
-	}
-	if other != "" {
-		return other
-	}
-	return own
+	return c.id.OrganisationID
 }
 
 // grantOf is an API key record's grant.

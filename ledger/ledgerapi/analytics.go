@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ledger"
 )
 
-func init() {
+// analyticsRoutes adds the analytics graphs and groups.
+func analyticsRoutes(add func(path, scope string, needsDB bool, h handler)) {
 	graphs := map[string]func(*series) any{
 		"requests":       requestsGraph,
 		"cost":           costGraph,
@@ -23,9 +23,9 @@ func init() {
 		"cache-hit-rate": cacheHitGraph,
 	}
 	for name, g := range graphs {
-		controlplane.Handle("GET /v1/analytics/graphs/"+name, analyticsOwned, handle(scopeAnalytics, graph(g)))
+		add("/v1/analytics/graphs/"+name, scopeAnalytics, true, graph(g))
 	}
-	controlplane.Handle("GET /v1/analytics/graphs/latency", analyticsOwned, handle(scopeAnalytics, latencyGraph))
+	add("/v1/analytics/graphs/latency", scopeAnalytics, true, latencyGraph)
 	groups := map[string]groupBy{
 		"ai-models":   {column: ledger.ByModel, name: "ai_model"},
 		"model":       {column: ledger.ByModel, name: "ai_model"},
@@ -39,9 +39,9 @@ func init() {
 		"users":       {metaKey: "_user", name: "user"},
 	}
 	for name, g := range groups {
-		controlplane.Handle("GET /v1/analytics/groups/"+name, analyticsOwned, handle(scopeAnalytics, groupHandler(g)))
+		add("/v1/analytics/groups/"+name, scopeAnalytics, true, groupHandler(g))
 	}
-	controlplane.Handle("GET /v1/analytics/groups/metadata/{key}", analyticsOwned, handle(scopeAnalytics, metadataGroups))
+	add("/v1/analytics/groups/metadata/{key}", scopeAnalytics, true, metadataGroups)
 }
 
 // bucketFor picks a graph's bucket from its range, so a graph has at most

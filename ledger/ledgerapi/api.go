@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
@@ -24,13 +23,6 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ledger"
-)
-
-// Owned path prefixes.
-const (
-	analyticsOwned = "/v1/analytics/"
-	logsOwned      = "/v1/logs/"
-	usageOwned     = "/v1/usage/"
 )
 
 // Scopes an API key needs (a Caddyfile key without scopes has all).
@@ -53,6 +45,36 @@ const maxRange = 400 * 24 * time.Hour
 // queryTimeout bounds one API call's database work.
 const queryTimeout = 15 * time.Second
 
+func init() { caddy.RegisterModule(Module{}) }
+
+// Module is the llm.api.ledger module: analytics, logs and usage/me.
+type Module struct {
+	app *app.App
+}
+
+// CaddyModule returns the Caddy module information.
+func (Module) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: controlplane.Namespace + ".ledger", New: func() caddy.Module { return new(Module) }}
+}
+
+// Provision takes the llm app, whose ledger the routes read.
+func (m *Module) Provision(ctx caddy.Context) error {
+	a, err := app.Get(ctx)
+	m.app = a
+	return err
+}
+
+// Routes implements controlplane.Module.
+func (m *Module) Routes() []controlplane.Route {
+	var out []controlplane.Route
+	add := func(path, scope string, needsDB bool, h handler) {
+		out = append(out, controlplane.Route{Method: http.MethodGet, Path: path, Scope: scope, Handler: m.serve(needsDB, h)})
+	}
+	analyticsRoutes(add)
+	logRoutes(add)
+	return out
+}
+
 // handler is one API: it answers with a value to encode, or an error.
 type handler func(c *call) (any, error)
 
@@ -60,65 +82,37 @@ type handler func(c *call) (any, error)
 type call struct {
 	r   *http.Request
 	id  *identity.Caller
+	cp  *controlplane.Call
 	app *app.App
 	// db is nil only for APIs that answer without a ledger (usage/me).
 	db *ledger.DB
 	q  url.Values
 }
 
-// handle adapts h to the control plane: it checks the caller's scope and
-// that a ledger is configured, and writes h's answer.
-func handle(scope string, h handler) http.HandlerFunc { return serve(scope, true, h) }
-
-// serve is handle; needsDB false lets h answer without a ledger.
-func serve(scope string, needsDB bool, h handler) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		cp := controlplane.From(r)
-		if cp == nil || cp.Identity == nil {
-			apierror.Write(w, apierror.New(http.StatusUnauthorized, apierror.TypeAuthentication, "a gateway API key is required"))
-			return
-		}
-		if scope != "" && !cp.Identity.Can(scope) {
-			apierror.Write(w, controlplane.MissingScope(scope))
-			return
-		}
-		db := cp.App.LedgerDB()
+// serve adapts h to the control plane: needsDB false lets h answer
+// without a ledger; its database work is bounded by queryTimeout.
+func (m *Module) serve(needsDB bool, h handler) controlplane.Handler {
+	return func(cp *controlplane.Call) (any, error) {
+		db := m.app.LedgerDB()
 		if db == nil && needsDB {
-			apierror.Write(w, apierror.New(http.StatusNotFound, apierror.TypeNotFound,
-				"the usage ledger is not configured: add the ledger option to the llm app").WithCode("ledger_not_configured"))
-			return
+			return nil, apierror.New(http.StatusNotFound, apierror.TypeNotFound,
+				"the usage ledger is not configured: add the ledger option to the llm app").WithCode("ledger_not_configured")
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+		ctx, cancel := context.WithTimeout(cp.Context(), queryTimeout)
 		defer cancel()
-		c := &call{r: r.WithContext(ctx), id: cp.Identity, app: cp.App, db: db, q: r.URL.Query()}
-		v, err := h(c)
-		if err != nil {
-			writeErr(w, err)
-			return
-		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			writeErr(w, err)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(b)
+		r := cp.Request.WithContext(ctx)
+		return h(&call{r: r, id: cp.Caller, cp: cp, app: m.app, db: db, q: r.URL.Query()})
 	}
 }
 
-func writeErr(w http.ResponseWriter, err error) {
-	var e *apierror.Error
-	switch {
-	case errors.As(err, &e):
-		apierror.Write(w, e)
-	case errors.Is(err, context.DeadlineExceeded):
-		apierror.Write(w, apierror.New(http.StatusGatewayTimeout, apierror.TypeTimeout, "the usage ledger query took too long; narrow the time range or filters"))
-	default:
-		// Database errors may name hosts or users; they are logged, not
-		// shown.
-		caddy.Log().Named("llm.ledger").Error("usage ledger query failed", zap.Error(err))
-		apierror.Write(w, apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable, "the usage ledger is unavailable; try again later"))
+// MapError implements controlplane.ErrorMapper: a query over its time
+// is a 504; other database errors (they may name hosts or users) are the
+// router's 503, logged, not shown.
+func (*Module) MapError(err error) *apierror.Error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return apierror.New(http.StatusGatewayTimeout, apierror.TypeTimeout, "the usage ledger query took too long; narrow the time range or filters")
 	}
+	return nil
 }
 
 // filter reads the caller's scope and the reference's filter parameters.
@@ -130,18 +124,16 @@ func (c *call) filter(timeRequired bool) (*ledger.Filter, error) {
 	if ws == "" {
 		ws = c.q.Get("workspace_id")
 	}
-	switch {
-	case c.id.Type == keys.TypeOrganisation:
-		// An organisation key sees its whole organisation, or one of its
-		// workspaces when it names one.
-		f.Workspace = ws
-	case ws != "" && ws != c.id.WorkspaceID:
-		return nil, apierror.Newf(http.StatusForbidden, apierror.TypeInvalidRequest,
-			"this API key can only read its own workspace").WithCode("workspace_forbidden")
-	default:
-		f.Workspace = c.id.WorkspaceID
-	}
+	// The tenancy rule: a workspace key reads its workspace, an
+	// organisation key its whole organisation or one of its workspaces,
+	// never another organisation's.
 	var err error
+	if f.Workspace, err = c.cp.Workspace(ws); err != nil {
+		return nil, err
+	}
+	if ws == "" && c.id.Type == keys.TypeOrganisation {
+		f.Workspace = ""
+	}
 	if f.From, err = c.time("time_of_generation_min"); err != nil {
 		return nil, err
 	}

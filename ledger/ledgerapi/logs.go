@@ -7,15 +7,15 @@ import (
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/budgets"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ledger"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/policies"
 )
 
-func init() {
-	controlplane.Handle("GET /v1/logs", logsOwned, handle(scopeLogs, listLogs))
-	controlplane.Handle("GET /v1/logs/{id}", logsOwned, handle(scopeLogs, getLog))
-	controlplane.Handle("GET /v1/usage/me", usageOwned, serve("", false, usageMe))
+// logRoutes adds the logs listing and usage/me.
+func logRoutes(add func(path, scope string, needsDB bool, h handler)) {
+	add("/v1/logs", scopeLogs, true, listLogs)
+	add("/v1/logs/{id}", scopeLogs, true, getLog)
+	add("/v1/usage/me", "", false, usageMe)
 }
 
 // logObject is one ledger record as the logs API shows it.

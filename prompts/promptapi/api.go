@@ -1,7 +1,7 @@
 // Package promptapi serves the prompt management and render API under
 // /v1/prompts through the gateway's control plane, in the shapes the
 // portkey-ai SDK (3.x) sends and reads, so that SDK manages the gateway's
-// prompts unchanged. Importing it registers the routes; the rules live in
+// prompts unchanged. It is the llm.api.prompts module; the rules live in
 // package prompts. Every route is scoped to the caller's workspace (the
 // gateway key's), and a prompt is named by its id or its slug.
 //
@@ -15,19 +15,13 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/caddyserver/caddy/v2"
+
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/prompts"
 )
-
-// owned is the path prefix of the prompt API; the control plane answers
-// everything under it except what the pipeline takes first (completions).
-const owned = "/v1/prompts/"
-
-// routes is the prompt API's own mux. The control plane finds a handler
-// with ServeMux.Handler and calls it directly, which leaves the request's
-// path values unset; dispatching once more through this mux sets them.
-var routes = http.NewServeMux()
 
 // Scopes of the prompt API, named resource.action as the other
 // management APIs name theirs ("prompts.*" grants them all, prompts.read
@@ -44,26 +38,48 @@ const (
 	ScopeRender  = "prompts.render"
 )
 
-func init() {
-	type route struct {
-		scope string
-		fn    func(*call) (any, error)
+func init() { caddy.RegisterModule(Module{}) }
+
+// Module is the llm.api.prompts module: the prompt management and render
+// API.
+type Module struct {
+	app *app.App
+}
+
+// CaddyModule returns the Caddy module information.
+func (Module) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: controlplane.Namespace + ".prompts", New: func() caddy.Module { return new(Module) }}
+}
+
+// Provision takes the llm app, whose prompt registry the routes serve.
+func (m *Module) Provision(ctx caddy.Context) error {
+	a, err := app.Get(ctx)
+	m.app = a
+	return err
+}
+
+// Routes implements controlplane.Module.
+func (m *Module) Routes() []controlplane.Route {
+	routes := []struct {
+		method, path, scope string
+		fn                  func(*call) (any, error)
+	}{
+		{"POST", "/v1/prompts", ScopeCreate, create},
+		{"GET", "/v1/prompts", ScopeList, list},
+		{"GET", "/v1/prompts/{id}", ScopeRead, retrieve},
+		{"PUT", "/v1/prompts/{id}", ScopeUpdate, update},
+		{"DELETE", "/v1/prompts/{id}", ScopeDelete, remove},
+		{"PUT", "/v1/prompts/{id}/makeDefault", ScopePublish, publish},
+		{"GET", "/v1/prompts/{id}/versions", ScopeList, listVersions},
+		{"GET", "/v1/prompts/{id}/versions/{version}", ScopeRead, retrieveVersion},
+		{"PUT", "/v1/prompts/{id}/versions/{version}", ScopeUpdate, updateVersion},
+		{"POST", "/v1/prompts/{id}/render", ScopeRender, render},
 	}
-	for pattern, rt := range map[string]route{
-		"POST /v1/prompts":                        {ScopeCreate, create},
-		"GET /v1/prompts":                         {ScopeList, list},
-		"GET /v1/prompts/{id}":                    {ScopeRead, retrieve},
-		"PUT /v1/prompts/{id}":                    {ScopeUpdate, update},
-		"DELETE /v1/prompts/{id}":                 {ScopeDelete, remove},
-		"PUT /v1/prompts/{id}/makeDefault":        {ScopePublish, publish},
-		"GET /v1/prompts/{id}/versions":           {ScopeList, listVersions},
-		"GET /v1/prompts/{id}/versions/{version}": {ScopeRead, retrieveVersion},
-		"PUT /v1/prompts/{id}/versions/{version}": {ScopeUpdate, updateVersion},
-		"POST /v1/prompts/{id}/render":            {ScopeRender, render},
-	} {
-		routes.HandleFunc(pattern, controlplane.RequireScope(rt.scope, handle(rt.fn)))
-		controlplane.Handle(pattern, owned, routes.ServeHTTP)
+	out := make([]controlplane.Route, len(routes))
+	for i, r := range routes {
+		out[i] = controlplane.Route{Method: r.method, Path: r.path, Scope: r.scope, Handler: m.handle(r.fn)}
 	}
+	return out
 }
 
 // call is one API request: who asks, in which workspace, with what body.
@@ -74,26 +90,14 @@ type call struct {
 	body      []byte
 }
 
-// handle adapts a route function to the control plane: it finds the
-// caller and registry and writes the result or the error envelope.
-func handle(fn func(c *call) (any, error)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		cp := controlplane.From(r)
-		if cp == nil || cp.Identity == nil || cp.App == nil || cp.App.PromptRegistry() == nil {
-			apierror.Write(w, apierror.New(http.StatusInternalServerError, apierror.TypeServer, "prompt API called outside the gateway"))
-			return
+// handle adapts a route function to the control plane.
+func (m *Module) handle(fn func(c *call) (any, error)) controlplane.Handler {
+	return func(cp *controlplane.Call) (any, error) {
+		reg := m.app.PromptRegistry()
+		if reg == nil {
+			return nil, apierror.New(http.StatusServiceUnavailable, apierror.TypeUnavailable, "the prompt library is unavailable")
 		}
-		out, err := fn(&call{r: r, reg: cp.App.PromptRegistry(), workspace: cp.Identity.WorkspaceID, body: cp.Body})
-		if err != nil {
-			apierror.Write(w, apierror.As(err))
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		if raw, ok := out.(json.RawMessage); ok {
-			_, _ = w.Write(raw)
-			return
-		}
-		_ = json.NewEncoder(w).Encode(out)
+		return fn(&call{r: cp.Request, reg: reg, workspace: cp.Caller.WorkspaceID, body: cp.Body})
 	}
 }
 

@@ -1,0 +1,118 @@
+package controlplane
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
+)
+
+// MaxBody bounds a control-plane request's body (keys, configs, prompts,
+// policies, usage limits, ledger queries): those APIs read their bodies
+// whole and keep them, and none needs more than a few kilobytes. The
+// gateway answers a larger body 413 before reading it when its
+// Content-Length says so, and stops reading it otherwise. File uploads
+// are the jobs API's and bounded by max_request_body.
+const MaxBody = 1 << 20
+
+// Call is one management API request, as its handler sees it.
+type Call struct {
+	// Request is the HTTP request; PathValue reads the route's wildcards.
+	Request *http.Request
+	// Caller is who is calling, authenticated by the handler serving the
+	// site (llm_gateway or llm_api).
+	Caller *identity.Caller
+	// Body is the request body, already read, bounded by MaxBody and
+	// checked strictly (CheckBody).
+	Body []byte
+
+	router *Router
+}
+
+// Context is the request's context.
+func (c *Call) Context() context.Context { return c.Request.Context() }
+
+// PathValue is the route wildcard name's value.
+func (c *Call) PathValue(name string) string { return c.Request.PathValue(name) }
+
+// Query is the request's query string.
+func (c *Call) Query() url.Values { return c.Request.URL.Query() }
+
+// Decode decodes the body, a JSON object, into v: a 400 for anything else.
+// The body was read strictly before (a member named twice, names compared
+// as decoded, never reaches a handler).
+func (c *Call) Decode(v any) error {
+	if len(bytes.TrimSpace(c.Body)) == 0 {
+		return apierror.BadRequest("", "the request body must be a JSON object")
+	}
+	if err := json.Unmarshal(c.Body, v); err != nil {
+		return apierror.BadRequest("", "the request body must be a JSON object of the documented shape")
+	}
+	return nil
+}
+
+// Workspace is the tenancy rule of the management APIs: the workspace a
+// call acts in when it names named ("" or the caller's own: the caller's
+// workspace). A workspace key reaches its own workspace only; an
+// organisation key every workspace of its organisation, never one another
+// organisation holds records in. Beyond reach: 403 workspace_forbidden.
+func (c *Call) Workspace(named string) (string, error) {
+	id := c.Caller
+	if named == "" || named == id.WorkspaceID {
+		return id.WorkspaceID, nil
+	}
+	if id.Type != keys.TypeOrganisation {
+		return "", WorkspaceForbidden("this gateway API key can only reach its own workspace")
+	}
+	if ws := c.router.opts.Workspaces; ws != nil {
+		if _, foreign := ws.ForeignOrganisation(named, id.OrganisationID); foreign {
+			return "", WorkspaceForbidden("the workspace is not in this gateway API key's organisation")
+		}
+	}
+	return named, nil
+}
+
+// Reaches reports whether a record of organisation org and workspace ws
+// is within the caller's reach (the same rule as Workspace): one of
+// another tenant is answered as if it did not exist.
+func (c *Call) Reaches(org, ws string) bool {
+	return keys.Manages(c.Caller, org, ws)
+}
+
+// WorkspaceForbidden is the 403 of a workspace out of the caller's reach.
+func WorkspaceForbidden(msg string) *apierror.Error {
+	e := apierror.New(http.StatusForbidden, apierror.TypeInvalidRequest, msg).WithCode("workspace_forbidden")
+	e.Param = "workspace_id"
+	return e
+}
+
+// Audit records a change the call made (the one audit writer): the acting
+// key by id, the changed fields by name, never a value.
+func (c *Call) Audit(action, resourceType, resourceID, ws, org string, fields []string) {
+	if a := c.router.opts.Auditor; a != nil {
+		a.Audit(c.Context(), c.Caller, action, resourceType, resourceID, ws, org, fields)
+	}
+}
+
+// CheckBody is the strict reading of a control-plane body: it returns
+// the 400 for one nested too deep, with invalid UTF-8, or naming a
+// member twice (the error's param names the member), and nil for
+// anything else, a body that is not JSON included, which the API
+// decoding it reports in its own words.
+func CheckBody(b []byte) *apierror.Error {
+	err := jsonlimit.Check(b)
+	if d, ok := jsonlimit.AsDuplicate(err); ok {
+		return apierror.BadRequest(d.Path, "the request body is not acceptable: %v", d)
+	}
+	switch err {
+	case jsonlimit.ErrTooDeep, jsonlimit.ErrInvalidUTF8, jsonlimit.ErrSurrogateName:
+		return apierror.BadRequest("body", "%v", err)
+	}
+	return nil
+}
