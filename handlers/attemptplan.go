@@ -116,8 +116,10 @@ func (g *Gateway) planAttempts(ctx context.Context, q *Request, rc *responseCach
 	if !native && chatErr != nil {
 		return chatErr
 	}
-	// The caller's key's model allow-list has the last word.
+	// The caller's key's model allow-list has the last word; then the
+	// targets the input cannot fit are marked (preflight.go).
 	refuseModels(q)
+	preflight(q, g.app.Prices())
 	return nil
 }
 
