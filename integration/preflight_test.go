@@ -8,7 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/tokenest"
 )
@@ -114,5 +118,84 @@ func TestTokenPreflight(t *testing.T) {
 	var apiErr *openai.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Code != "context_length_exceeded" {
 		t.Fatalf("SDK error %v", err)
+	}
+}
+
+// TestCountTokensEndpoints: POST /v1/responses/input_tokens and POST
+// /v1/messages/count_tokens through the official SDKs. OpenAI's
+// input_tokens is passed through to an OpenAI target; for any other
+// target the gateway counts with OpenAI's tokenizer and says it
+// estimated. A key restricted to other models is refused on both, with
+// no upstream call.
+func TestCountTokensEndpoints(t *testing.T) {
+	oai, ant := newFakeOpenAI(t), messagesAnthropic(t)
+	oai.Hook = func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
+		if r.URL.Path != "/v1/responses/input_tokens" {
+			return false
+		}
+		writeJSON(w, 200, []byte(`{"object":"response.input_tokens","input_tokens":42}`))
+		return true
+	}
+	s := newKeysSite(t, "")
+	s.load(t)
+	ctx := context.Background()
+	const text, instructions = "tiktoken is great!", "You are terse."
+	params := responses.InputTokenCountParams{
+		Model:        openai.String("claude-sonnet-4-5"),
+		Instructions: openai.String(instructions),
+		Input:        responses.InputTokenCountParamsInputUnion{OfString: openai.String(text)},
+	}
+	want := tokenest.CountString(text, tokenest.O200k) + tokenest.CountString(instructions, tokenest.O200k)
+
+	// Anthropic has no input_tokens: the gateway counts.
+	var raw *http.Response
+	antCount := newClient("x-gateway-config", anthropicTarget(ant))
+	before := ant.seenCount()
+	n, err := antCount.Responses.InputTokens.Count(ctx, params, option.WithResponseInto(&raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.InputTokens != want || n.Object != "response.input_tokens" || raw.Header.Get("X-Gateway-Token-Estimate") != "true" || ant.seenCount() != before {
+		t.Fatalf("local count %+v (want %d), estimate %q, anthropic called %d times", n, want, raw.Header.Get("X-Gateway-Token-Estimate"), ant.seenCount()-before)
+	}
+	// OpenAI's own endpoint, passed through.
+	oaiCount := newClient("x-gateway-config", target(oai, ""))
+	n, err = oaiCount.Responses.InputTokens.Count(ctx, params, option.WithResponseInto(&raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.InputTokens != 42 || raw.Header.Get("X-Gateway-Token-Estimate") != "" || oai.last().Path != "/v1/responses/input_tokens" {
+		t.Fatalf("passed-through count %+v, estimate %q, path %s", n, raw.Header.Get("X-Gateway-Token-Estimate"), oai.last().Path)
+	}
+
+	// count_tokens to an OpenAI target: the tokenizer's count for
+	// gpt-4o-mini, 3 + 3 per message + the role + the texts.
+	mc := messagesClient(configHeader(openAITarget(oai, "gpt-4o-mini"))...)
+	calls := oai.count()
+	cn, err := mc.Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{
+		Model:    "gpt-4o-mini",
+		System:   anthropic.MessageCountTokensParamsSystemUnion{OfString: anthropic.String(instructions)},
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(text))},
+	}, aoption.WithResponseInto(&raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cn.InputTokens != 3+3+1+want || raw.Header.Get("X-Gateway-Token-Estimate") != "true" || oai.count() != calls {
+		t.Fatalf("count_tokens %d, want %d; estimate %q", cn.InputTokens, 3+3+1+want, raw.Header.Get("X-Gateway-Token-Estimate"))
+	}
+
+	// A key allowed only gpt-4o-mini may not count for claude.
+	var created createdKey
+	as(t, keysAdminKey, "POST", "/api-keys/workspace/service", `{"name":"count-mini","workspace_id":"`+keysWorkspace+
+		`","scopes":["completions.write"],"allowed_models":["gpt-4o-mini"]}`, 200, &created)
+	for _, road := range []struct{ path, body string }{
+		{"/responses/input_tokens", `{"model":"claude-sonnet-4-5","input":"hi"}`},
+		{"/messages/count_tokens", `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}]}`},
+	} {
+		before := ant.seenCount()
+		r, body := do(t, "POST", road.path, []byte(road.body), "x-gateway-api-key", created.Key, "x-gateway-config", anthropicTarget(ant))
+		if r.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "is not allowed for this gateway API key") || ant.seenCount() != before {
+			t.Fatalf("%s with a restricted key: %d %s", road.path, r.StatusCode, body)
+		}
 	}
 }
