@@ -190,12 +190,7 @@ func (g *Gateway) run(r *http.Request, q *Request, f *flight) error {
 	if err != nil {
 		return err
 	}
-	rq := &routing.Request{Metadata: q.RouteHeader.Metadata, MetadataRaw: q.RouteHeader.MetadataRaw, Params: q.Call.Body, Path: q.URLPath,
-		Session: sessionHeader(r.Header)}
-	if q.Identity != nil {
-		rq.Scope = q.Identity.WorkspaceID
-	}
-	rr, err := g.router.Run(r.Context(), q.Plan, rq, steps(q, ex, g.cache, gs))
+	rr, err := g.router.Run(r.Context(), q.Plan, routeRequest(q), steps(q, ex, g.cache, gs))
 	f.steps = rr.Steps
 	f.res, f.status, f.done, f.class = resultOf(rr.Outcome), rr.Status, rr.Committed, rr.ErrorType
 	f.estimateBrokenStream()
