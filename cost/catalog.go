@@ -60,6 +60,9 @@ type Catalog struct {
 	// anyProvider holds entries whose provider the file did not name in
 	// a way the gateway knows; they match any provider.
 	anyProvider map[string]Price
+	// windows holds the models' context windows (window.go), keyed as
+	// byProvider is; "" holds those of no known provider.
+	windows map[string]map[string]int64
 }
 
 // Len returns the number of priced (provider, model) entries.
@@ -109,6 +112,11 @@ func (c *Catalog) merge(over *Catalog) *Catalog {
 		for model, price := range src.anyProvider {
 			out.put("", model, price)
 		}
+		for p, m := range src.windows {
+			for model, w := range m {
+				out.putWindow(p, model, w)
+			}
+		}
 	}
 	return out
 }
@@ -153,8 +161,23 @@ var bedrockRegionPrefixes = []string{"us.", "eu.", "apac.", "global.", "us-gov."
 //     it inherits from (azure-openai → openai), then entries that named
 //     no known provider.
 func (c *Catalog) Price(provider, model string) (Price, bool) {
-	if c == nil || model == "" {
+	if c == nil {
 		return Price{}, false
+	}
+	var p Price
+	found := resolve(provider, model, func(provider, name string) bool {
+		var ok bool
+		p, ok = c.lookup(provider, name)
+		return ok
+	})
+	return p, found
+}
+
+// resolve tries the names of model in Price's order, asking look for
+// each (with the provider's neutral alias resolved) until it finds one.
+func resolve(provider, model string, look func(provider, name string) bool) bool {
+	if model == "" {
+		return false
 	}
 	if a, ok := providerAliases[provider]; ok {
 		provider = a
@@ -162,30 +185,26 @@ func (c *Catalog) Price(provider, model string) (Price, bool) {
 	var buf [8]string
 	names := candidates(buf[:0], provider, model)
 	for _, n := range names {
-		if p, ok := c.lookup(provider, n); ok {
-			return p, true
+		if look(provider, n) {
+			return true
 		}
 	}
 	// Snapshot and alias fallbacks, tried only after every exact name
 	// missed, so a listed snapshot keeps its own price.
 	for _, n := range names {
-		if base, ok := stripDateSuffix(n); ok {
-			if p, ok := c.lookup(provider, base); ok {
-				return p, true
-			}
+		if base, ok := stripDateSuffix(n); ok && look(provider, base) {
+			return true
 		}
 		if base, ok := stripAliasSuffix(provider, n); ok {
-			if p, ok := c.lookup(provider, base); ok {
-				return p, true
+			if look(provider, base) {
+				return true
 			}
-			if base, ok := stripDateSuffix(base); ok {
-				if p, ok := c.lookup(provider, base); ok {
-					return p, true
-				}
+			if base, ok := stripDateSuffix(base); ok && look(provider, base) {
+				return true
 			}
 		}
 	}
-	return Price{}, false
+	return false
 }
 
 // stripAliasSuffix removes the "-latest" of a moving alias

@@ -30,7 +30,11 @@ var builtin = sync.OnceValue(func() *Catalog {
 	if err != nil {
 		panic("cost: embedded prices.json: " + err.Error())
 	}
-	return c
+	w, err := Parse(windowsJSON)
+	if err != nil {
+		panic("cost: embedded windows.json: " + err.Error())
+	}
+	return c.merge(w)
 })
 
 // Builtin returns the catalog shipped with the gateway.
@@ -112,7 +116,7 @@ func slugFor(name string) string {
 }
 
 // entry is one model in LiteLLM's model-price format. Fields the gateway
-// does not use (context windows, capabilities, per-image prices) are
+// does not use (capabilities, per-image prices, max_output_tokens) are
 // ignored.
 type entry struct {
 	Provider   string   `json:"litellm_provider"`
@@ -126,6 +130,7 @@ type entry struct {
 	AudioOut   *float64 `json:"output_cost_per_audio_token"`
 	BatchIn    *float64 `json:"input_cost_per_token_batches"`
 	BatchOut   *float64 `json:"output_cost_per_token_batches"`
+	MaxInput   *float64 `json:"max_input_tokens"`
 	Source     string   `json:"source"`
 	AsOf       string   `json:"as_of"`
 }
@@ -136,13 +141,14 @@ type entry struct {
 // cache_read_input_token_cost, cache_creation_input_token_cost,
 // output_cost_per_reasoning_token, input_cost_per_audio_token,
 // output_cost_per_audio_token, input_cost_per_token_batches,
-// output_cost_per_token_batches (US dollars per token) and
-// litellm_provider. The provider is litellm_provider when
+// output_cost_per_token_batches (US dollars per token), max_input_tokens
+// (the context window, window.go) and litellm_provider. The provider is litellm_provider when
 // the gateway knows it, else the key's prefix when that names a known
 // provider; an entry naming neither matches any provider. Keys starting
-// with "_" and LiteLLM's "sample_spec" are skipped, as are entries with
-// neither an input nor an output price (images, audio per second, …).
-// A negative, NaN or infinite price is an error.
+// with "_" and LiteLLM's "sample_spec" are skipped, as are the prices of
+// entries with neither an input nor an output price (images, audio per
+// second, …); their windows are kept. A negative, NaN or infinite price,
+// or a window that is not a whole number of tokens, is an error.
 func Parse(data []byte) (*Catalog, error) {
 	if len(data) > MaxFileSize {
 		return nil, fmt.Errorf("price file larger than %d bytes", MaxFileSize)
@@ -163,19 +169,26 @@ func Parse(data []byte) (*Catalog, error) {
 		if err := json.Unmarshal(v, &e); err != nil {
 			return nil, fmt.Errorf("price file: model %q: %w", key, err)
 		}
-		if e.Input == nil && e.Output == nil {
-			continue
-		}
-		p, err := e.price()
-		if err != nil {
-			return nil, fmt.Errorf("price file: model %q: %w", key, err)
-		}
 		slug := slugFor(e.Provider)
 		model := key
 		if pre, rest, ok := strings.Cut(key, "/"); ok && rest != "" {
 			if s := slugFor(pre); s != "" && (slug == "" || s == slug) {
 				slug, model = s, rest
 			}
+		}
+		w, err := e.window()
+		if err != nil {
+			return nil, fmt.Errorf("price file: model %q: %w", key, err)
+		}
+		if w > 0 {
+			c.putWindow(slug, model, w)
+		}
+		if e.Input == nil && e.Output == nil {
+			continue
+		}
+		p, err := e.price()
+		if err != nil {
+			return nil, fmt.Errorf("price file: model %q: %w", key, err)
 		}
 		c.put(slug, model, p)
 	}

@@ -116,8 +116,13 @@ func (g *Gateway) planAttempts(ctx context.Context, q *Request, rc *responseCach
 	if !native && chatErr != nil {
 		return chatErr
 	}
-	// The caller's key's model allow-list has the last word.
+	// A session's prompt_cache_key for OpenAI targets under affinity
+	// (cachekey.go); the caller's key's model allow-list has the last
+	// word; then the targets the input cannot fit are marked
+	// (preflight.go).
+	addCacheKeys(q)
 	refuseModels(q)
+	preflight(q, g.app.Prices())
 	return nil
 }
 

@@ -15,7 +15,8 @@ import (
 // by a provider: the control-plane APIs (rate-limit policies, prompts,
 // feedback, and whatever else registers with package controlplane), the
 // gateway's file store and managed batches, the Responses it stored, and
-// the token count of a Messages call no target can count.
+// the token count of a Messages or Responses call no target can count
+// (counttokens.go).
 // Each such API is one entry of localAPIs; the pipeline asks them once,
 // after parsing and before planning:
 //
@@ -52,6 +53,7 @@ var localAPIs = [...]localAPI{
 	{name: "jobs", answer: (*Gateway).localJobs},
 	{name: "responses", answer: (*Gateway).storedResponse},
 	{name: "count_tokens", answer: (*Gateway).countEstimate},
+	{name: "input_tokens", answer: (*Gateway).responsesInputTokens},
 	{name: "models", answer: (*Gateway).aliasModels},
 }
 

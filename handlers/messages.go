@@ -92,6 +92,9 @@ func (g *Gateway) countEstimate(_ *http.Request, q *Request) (*localAnswer, erro
 	if err != nil {
 		return nil, err
 	}
+	if err := countAllowed(q, p, mr.Model); err != nil {
+		return nil, err
+	}
 	a := &messagesAdapter{body: q.Call.Body, r: mr, op: q.Call.Op}
 	if a.anyNative(p) {
 		return nil, nil
@@ -99,7 +102,7 @@ func (g *Gateway) countEstimate(_ *http.Request, q *Request) (*localAnswer, erro
 	return &localAnswer{op: providers.OpCountTokens, held: &heldAnswer{
 		status: http.StatusOK,
 		header: http.Header{"Content-Type": {"application/json"}, HeaderTokenEstimate: {"true"}},
-		body:   messages.CountBody(messages.Estimate(mr)),
+		body:   messages.CountBody(countLocally(q.Call.Body, mr.Model)),
 	}}, nil
 }
 

@@ -42,6 +42,9 @@ type flight struct {
 	res    *result
 	status int
 	done   bool
+	// class is the error class of a routing failure no attempt made
+	// (the input fits no target's context window).
+	class providers.ErrorClass
 	// err is the message of the gateway's error answer, if any, and
 	// refusal the reason it refuses the request for (observe.RefusalOf).
 	err     string
@@ -105,8 +108,9 @@ func (g *Gateway) endFlight(r *http.Request, f *flight, err error) {
 		f.err, f.refusal = e.Message, observe.RefusalOf(e)
 		info := f.res.info()
 		if info == nil && f.q != nil && f.q.Plan != nil {
-			// Routing ended before any attempt (every breaker open).
-			info = &answerInfo{label: statusNoCache}
+			// Routing ended before any attempt (every breaker open, or
+			// no target's window fits the input).
+			info = &answerInfo{label: statusNoCache, errType: f.class}
 		}
 		f.out.error(e, info)
 	}
@@ -186,14 +190,9 @@ func (g *Gateway) run(r *http.Request, q *Request, f *flight) error {
 	if err != nil {
 		return err
 	}
-	rq := &routing.Request{Metadata: q.RouteHeader.Metadata, MetadataRaw: q.RouteHeader.MetadataRaw, Params: q.Call.Body, Path: q.URLPath,
-		Session: sessionHeader(r.Header)}
-	if q.Identity != nil {
-		rq.Scope = q.Identity.WorkspaceID
-	}
-	rr, err := g.router.Run(r.Context(), q.Plan, rq, steps(q, ex, g.cache, gs))
+	rr, err := g.router.Run(r.Context(), q.Plan, routeRequest(q), steps(q, ex, g.cache, gs))
 	f.steps = rr.Steps
-	f.res, f.status, f.done = resultOf(rr.Outcome), rr.Status, rr.Committed
+	f.res, f.status, f.done, f.class = resultOf(rr.Outcome), rr.Status, rr.Committed, rr.ErrorType
 	f.estimateBrokenStream()
 	f.price(g.app.Prices())
 	if err != nil {
@@ -265,6 +264,7 @@ func (f *flight) finish() {
 	if q != nil && q.Plan != nil {
 		e.CacheState = statusNoCache
 	}
+	e.ErrorType = string(f.class)
 	prompt := promptUse{}
 	if q != nil {
 		prompt = q.Prompt

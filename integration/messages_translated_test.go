@@ -10,6 +10,8 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/tidwall/gjson"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/tokenest"
 )
 
 // TestMessagesTranslatedOpenAI sends the Messages API, through the
@@ -270,7 +272,7 @@ func TestMessagesCutStream(t *testing.T) {
 }
 
 // TestMessagesCountTokens: count_tokens is asked of Anthropic targets and
-// estimated, marked as such, for the others.
+// counted by the gateway, marked as an estimate, for the others.
 func TestMessagesCountTokens(t *testing.T) {
 	up := newFakeOpenAI(t)
 	ant := messagesAnthropic(t)
@@ -295,7 +297,9 @@ func TestMessagesCountTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.InputTokens < 200 || n.InputTokens > 280 || raw.Header.Get("X-Gateway-Token-Estimate") != "true" || up.count() != before {
+	// OpenAI's tokenizer: 3 + 3 per message + the role + the texts.
+	want := 3 + 3 + 1 + tokenest.CountString("You are terse.", tokenest.O200k) + tokenest.CountString(strings.Repeat("count these words ", 50), tokenest.O200k)
+	if n.InputTokens != want || raw.Header.Get("X-Gateway-Token-Estimate") != "true" || up.count() != before {
 		t.Fatalf("estimate %d, header %q, provider called %d times", n.InputTokens, raw.Header.Get("X-Gateway-Token-Estimate"), up.count()-before)
 	}
 	// Bounds apply to count_tokens too.

@@ -27,7 +27,7 @@ import (
 // a key_prefix, and uses every feature that keeps state in Redis: rate-limit
 // and usage-limit policies with their counters and alert, API keys, virtual
 // keys and configs with their audit entries and revocation lists, the
-// response cache, files and a managed batch. Then it scans that Redis: every
+// response cache, session affinity pins, files and a managed batch. Then it scans that Redis: every
 // key and every channel the gateway listens on starts with the prefix, and each feature left at least one key (so a
 // feature that silently stopped writing to Redis fails the test too).
 func TestRedisPrefixCoversEveryKey(t *testing.T) {
@@ -76,6 +76,14 @@ func TestRedisPrefixCoversEveryKey(t *testing.T) {
 		}
 	}
 
+	// A session pinned by affinity.
+	affinity := `{"strategy":{"mode":"loadbalance","affinity":{"ttl":60}},"targets":[` +
+		`{"provider":"openai","api_key":"sk-test-provider","custom_host":"` + up.URL + `"},` +
+		`{"provider":"openai","api_key":"sk-test-provider","custom_host":"` + up.URL + `/"}]}`
+	if resp, raw := rlChat(t, gatewayURL(), gatewayKey, up.URL, "", append(meta, "x-gateway-config", affinity, "x-gateway-session-id", run)...); resp.StatusCode != 200 {
+		t.Fatalf("affinity request: %d %s", resp.StatusCode, raw)
+	}
+
 	// Files and a managed batch, run to its end.
 	client := openai.NewClient(option.WithBaseURL(gatewayURL()+"/"), option.WithAPIKey("unused"), option.WithMaxRetries(0),
 		option.WithHeader("x-gateway-api-key", gatewayKey))
@@ -121,7 +129,7 @@ func TestRedisPrefixCoversEveryKey(t *testing.T) {
 	// Each feature wrote under the prefix; the names below are the kinds
 	// of records, as the stores spell them.
 	for _, want := range []string{"llmgw:policies", "llmgw:rl:budget|", "llm:budget-once:", "llm:budget-alerted", "usage-limits/",
-		"keys/api_keys/", "keys/virtual_keys/", "keys/configs/", "keys/audit/", "llm:cache:", "/files/", "/batches/"} {
+		"keys/api_keys/", "keys/virtual_keys/", "keys/configs/", "keys/audit/", "llm:cache:", "llm:affinity:", "/files/", "/batches/"} {
 		found := false
 		for _, k := range keys {
 			if strings.Contains(k, want) {

@@ -3,12 +3,20 @@ package routing
 import (
 	"slices"
 	"time"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
 // leaf runs one leaf target: the response cache first (a cached answer
 // needs no healthy upstream), then the breaker, then the attempt and its
 // retries. Retries happen here, before any fallback sibling is tried.
 func (r *run) leaf(t *Target) Outcome {
+	if t.Unfit != nil {
+		// Token preflight: the input cannot fit, so nothing is sent and
+		// the strategy moves on as from an open breaker.
+		r.skipUnfit(t)
+		return Outcome{Status: 400, Skipped: true, ErrorType: providers.ErrContextLength}
+	}
 	if o, ok := r.exec.Cached(r.ctx, t); ok {
 		r.res.Target, r.res.Retries = t, 0
 		o.step = r.record(Step{Target: t, Status: o.Status, Outcome: StepCacheHit})

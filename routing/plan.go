@@ -61,12 +61,26 @@ type Target struct {
 	// are trusted; those of records saved through the API are not
 	// (Origins).
 	GuardEgress bool
+	// Unfit, when set, says the request's input does not fit the context
+	// window of the model this target runs (token preflight, decided
+	// once when the attempts are planned): every strategy passes the
+	// target over without an attempt, as it passes over an open breaker.
+	Unfit *Unfit
 
 	// identity, breakerKey and load cache derived keys and lookups; a
 	// Target belongs to one request, so no lock is needed.
 	identity   string
 	breakerKey string
 	load       *TargetLoad
+}
+
+// Unfit is why a request cannot be sent to a target: its input's
+// tokens (as counted, or a bound above which the count stopped) exceed
+// the window of Model.
+type Unfit struct {
+	Model  string
+	Tokens int64
+	Window int64
 }
 
 // Resolver gives the plan builder access to the control plane's records.

@@ -2,6 +2,7 @@ package routing
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -135,6 +136,9 @@ const (
 	StepRetryAfterTooLong = "retry_after_exceeds_budget"
 	StepClientClosed      = "client_closed"
 	StepStreamFailed      = "stream_failed"
+	// StepContextWindow is a target passed over because the request's
+	// input does not fit its model's context window (Target.Unfit).
+	StepContextWindow = "context_window_exceeded"
 )
 
 // Step is one attempt (or a skipped target) of a request, for the log.
@@ -223,8 +227,10 @@ type run struct {
 	res      Result
 	deadline time.Time
 	// open lists the paths of targets skipped because their breaker was
-	// open, for the 503 that names them.
-	open []string
+	// open, for the 503 that names them; unfit those passed over because
+	// the request does not fit their context window.
+	open  []string
+	unfit []*Target
 	// relabel is the index of a failed step the strategy moved on from,
 	// marked as a fallback once a later target is actually tried.
 	relabel int
@@ -248,10 +254,36 @@ func (rt *Router) Run(ctx context.Context, p *Plan, req *Request, exec Executor)
 	o, err := r.node(p.Root)
 	r.res.Outcome = o
 	if err == nil && o.Skipped {
-		err = apierror.Newf(http.StatusServiceUnavailable, apierror.TypeUnavailable,
-			"every target's circuit breaker is open: %s", strings.Join(slices.Compact(r.open), ", ")).WithCode("circuit_open")
+		err = r.skippedAll()
+		if len(r.open) == 0 && len(r.unfit) > 0 {
+			r.res.Outcome.ErrorType = providers.ErrContextLength
+		}
 	}
 	return r.res, err
+}
+
+// skippedAll is the error of a request no target was tried for: a 503
+// when a breaker was open (the same request may succeed later), else the
+// 400 of a request too long for every target's context window.
+func (r *run) skippedAll() error {
+	if len(r.open) > 0 || len(r.unfit) == 0 {
+		return apierror.Newf(http.StatusServiceUnavailable, apierror.TypeUnavailable,
+			"every target's circuit breaker is open: %s", strings.Join(slices.Compact(r.open), ", ")).WithCode("circuit_open")
+	}
+	var b strings.Builder
+	var tokens int64
+	for i, t := range r.unfit {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s (%s: %d)", t.Path, t.Unfit.Model, t.Unfit.Window)
+		tokens = max(tokens, t.Unfit.Tokens)
+	}
+	// A count stops once it passes the largest window it is compared
+	// with, so the figure is a floor.
+	return apierror.Newf(http.StatusBadRequest, apierror.TypeInvalidRequest,
+		"the request's input (at least %d tokens) exceeds the context window of every target: %s", tokens, b.String()).
+		WithCode(string(providers.ErrContextLength))
 }
 
 func (r *run) node(n *Node) (Outcome, error) {
@@ -337,7 +369,7 @@ func (r *run) loadBalance(n *Node) (Outcome, error) {
 		if child < 0 {
 			for i, c := range n.Children {
 				if c.Weight > 0 && !excluded.has(i) {
-					r.skipOpen(c)
+					r.skipUnavailable(c)
 				}
 			}
 			return Outcome{Status: http.StatusServiceUnavailable, Skipped: true}, nil
@@ -355,26 +387,36 @@ func (r *run) loadBalance(n *Node) (Outcome, error) {
 	}
 }
 
-// available reports whether some leaf under n has no open breaker.
+// available reports whether some leaf under n can be attempted: the
+// request fits its context window and its breaker is not open.
 func (r *run) available(n *Node) bool {
-	if n.Target != nil {
-		return r.rt.Breakers == nil || n.Target.CB == nil || !r.rt.Breakers.Open(n.Target)
+	if t := n.Target; t != nil {
+		return t.Unfit == nil && (r.rt.Breakers == nil || t.CB == nil || !r.rt.Breakers.Open(t))
 	}
 	return slices.ContainsFunc(n.Children, r.available)
 }
 
-// skipOpen records every open leaf under n as skipped, so the log and the
-// 503 name them.
-func (r *run) skipOpen(n *Node) {
-	if n.Target != nil {
-		if r.rt.Breakers != nil && n.Target.CB != nil && r.rt.Breakers.Open(n.Target) {
-			r.skipped(n.Target)
+// skipUnavailable records every leaf under n that cannot be attempted
+// as skipped, so the log and the error name them.
+func (r *run) skipUnavailable(n *Node) {
+	if t := n.Target; t != nil {
+		switch {
+		case t.Unfit != nil:
+			r.skipUnfit(t)
+		case r.rt.Breakers != nil && t.CB != nil && r.rt.Breakers.Open(t):
+			r.skipped(t)
 		}
 		return
 	}
 	for _, c := range n.Children {
-		r.skipOpen(c)
+		r.skipUnavailable(c)
 	}
+}
+
+// skipUnfit records a target passed over for its context window.
+func (r *run) skipUnfit(t *Target) {
+	r.unfit = append(r.unfit, t)
+	r.res.Steps = append(r.res.Steps, Step{Target: t, Outcome: StepContextWindow})
 }
 
 func (r *run) skipped(t *Target) {

@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"strconv"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -125,4 +126,38 @@ func firstTurns(messages string) (system, user string) {
 		return true
 	})
 	return system, user
+}
+
+// GatewayCacheKey returns the prompt_cache_key the gateway sends on a
+// session's behalf: "gw-" and the session's hash in hex (within the
+// caller's workspace, as the pin's), so every turn of a session asks
+// OpenAI for the same cache routing and no client text or id is sent.
+// "" when req names no session, or names it by its own prompt_cache_key.
+func GatewayCacheKey(req *Request) string {
+	h, src := sessionOf(req)
+	if src == "" || src == SessionCacheKey {
+		return ""
+	}
+	return "gw-" + strconv.FormatUint(h, 16)
+}
+
+// AffinityLeaves calls visit for each leaf under a loadbalance node with
+// affinity, once.
+func (p *Plan) AffinityLeaves(visit func(*Target)) {
+	var walk func(n *Node, under bool)
+	walk = func(n *Node, under bool) {
+		if n.Target != nil {
+			if under {
+				visit(n.Target)
+			}
+			return
+		}
+		under = under || n.Strategy != nil && n.Strategy.Mode == ModeLoadBalance && n.Strategy.Affinity != nil
+		for _, c := range n.Children {
+			walk(c, under)
+		}
+	}
+	if p != nil && p.Root != nil {
+		walk(p.Root, false)
+	}
 }
