@@ -229,10 +229,11 @@ func (m *socketMeter) Open(id string) (realtime.Charge, *realtime.Refusal) {
 	return &responseCharge{m: m, req: req, id: id, start: time.Now()}, nil
 }
 
-// refusalOf reads a refusal the admission stage wrote as an HTTP answer.
+// refusalOf reads a refusal written as an HTTP answer in the OpenAI
+// envelope (the admission stage's, a Responses WebSocket response's).
 func refusalOf(status int, body []byte) *realtime.Refusal {
 	e := gjson.GetBytes(body, "error")
-	ref := &realtime.Refusal{Type: e.Get("type").Str, Code: e.Get("code").Str, Message: e.Get("message").Str, Status: status}
+	ref := &realtime.Refusal{Type: e.Get("type").Str, Code: e.Get("code").Str, Message: e.Get("message").Str, Param: e.Get("param").Str, Status: status}
 	if ref.Message == "" {
 		ref.Message = "the gateway's limits refused the response"
 	}
