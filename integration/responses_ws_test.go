@@ -228,3 +228,29 @@ func TestResponsesWebSocketBudget(t *testing.T) {
 		t.Errorf("ledger: %d, %d records; want the 2 responses billed", code, logs.Total)
 	}
 }
+
+// TestResponsesWebSocketNpmClient runs the openai npm package's Responses
+// WebSocket client (ResponsesWS, Node) for three turns with
+// previous_response_id through the gateway to the Anthropic fake, and
+// checks what it saw: the deltas making up each answer, the history
+// replayed turn by turn, each turn continuing the last, and usage.
+func TestResponsesWebSocketNpmClient(t *testing.T) {
+	up := responsesAnthropic(t)
+	loadSite(t, site{})
+	out := runNode(t, "responses_ws.mjs", "GATEWAY_URL="+gatewayURL(), "GATEWAY_KEY="+gatewayKey,
+		"PROVIDER_KEY="+anthropicKey, "PROVIDER=anthropic", "CUSTOM_HOST="+up.URL)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	want := []string{"seen 1 messages", "seen 3 messages", "seen 5 messages"}
+	if len(lines) != len(want) {
+		t.Fatalf("node printed %q, want a line per turn", out)
+	}
+	prev := ""
+	for i, l := range lines {
+		r := gjson.Parse(l)
+		if r.Get("text").Str != want[i] || r.Get("deltas").Str != want[i] || r.Get("id").Str == "" ||
+			r.Get("previous_response_id").Str != prev || r.Get("usage.input_tokens").Int() == 0 {
+			t.Errorf("turn %d: %s", i+1, l)
+		}
+		prev = r.Get("id").Str
+	}
+}
