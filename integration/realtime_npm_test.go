@@ -3,6 +3,10 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/pem"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tidwall/gjson"
 )
 
 // The openai npm package as a client. integration/testdata/node holds a
@@ -85,4 +91,56 @@ func runNode(t *testing.T, script string, env ...string) string {
 		t.Fatalf("node %s: %v\nstdout: %s\nstderr: %s", script, err, stdout.String(), stderr.String())
 	}
 	return stdout.String()
+}
+
+// TestRealtimeNpmClient opens a Realtime session with the openai npm
+// package's OpenAIRealtimeWS (Node; the gateway key as its API key, a
+// virtual key header) and runs two responses: each one's events arrive
+// in the provider's order, text and audio deltas interleaved, with the
+// provider's usage; the ledger holds one record per response.
+func TestRealtimeNpmClient(t *testing.T) {
+	up := newFakeRealtime(t)
+	loadSite(t, realtimeSite(t, up, ""))
+	// The npm client opens Realtime sessions over wss: only, so a TLS
+	// front (a reverse proxy on 127.0.0.1, its certificate given to
+	// node) passes its socket to the gateway.
+	gw, _ := url.Parse(gatewayURL())
+	front := httptest.NewTLSServer(httputil.NewSingleHostReverseProxy(&url.URL{Scheme: gw.Scheme, Host: gw.Host}))
+	defer front.Close()
+	ca := filepath.Join(t.TempDir(), "front.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: front.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := runNode(t, "realtime.mjs", "GATEWAY_URL="+front.URL+"/v1", "GATEWAY_KEY="+gatewayKey, "VIRTUAL_KEY=vk-rt",
+		"NODE_EXTRA_CA_CERTS="+ca)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	want := []string{"response.created"}
+	for i := 0; i < up.deltas; i++ {
+		want = append(want, "response.output_text.delta", "response.output_audio.delta")
+	}
+	want = append(want, "response.done")
+	if len(lines) != 2 {
+		t.Fatalf("node printed %q, want a line per response", out)
+	}
+	for i, l := range lines {
+		r := gjson.Parse(l)
+		var types []string
+		for _, ty := range r.Get("types").Array() {
+			types = append(types, ty.Str)
+		}
+		if strings.Join(types, ",") != strings.Join(want, ",") || r.Get("text").Str != "t0t1t2" || r.Get("usage.input_tokens").Int() != 100 {
+			t.Errorf("response %d: %s, want events %v", i+1, l, want)
+		}
+	}
+	for _, a := range up.authSeen() {
+		if a != "Bearer "+realtimeProviderKey {
+			t.Errorf("the provider got Authorization %q, want the virtual key's", a)
+		}
+	}
+	syncLedger(t)
+	var logs struct{ Total int64 }
+	realtimeWait(t, "a ledger record per response", func() bool {
+		syncLedger(t)
+		return getJSON(t, "/logs?page_size=100", gatewayKey, &logs) == 200 && logs.Total == 2
+	})
 }
