@@ -15,6 +15,7 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity/handoff"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/realtime"
@@ -39,6 +40,40 @@ const opRealtime providers.Operation = "realtime"
 
 // realtimePath is where sessions are opened.
 const realtimePath = "/v1/realtime"
+
+// clientSecretsPath mints the Realtime API's ephemeral client secrets
+// (under /v1): an ordinary HTTP call forwarded to the provider with its
+// key, under the caller's limits, whose model is session.model.
+const clientSecretsPath = "/realtime/client_secrets"
+
+// mintsClientSecret reports whether c mints a Realtime client secret.
+func mintsClientSecret(c *providers.Call) bool {
+	return c.Method == http.MethodPost && c.Path == clientSecretsPath
+}
+
+// clientSecretModel sets c.Model from a client secret request's
+// session.model, so the key's allowed models, model-keyed limits and the
+// ledger see the model the secret is for. The body passed the strict
+// JSON check (a repeated member is refused); names compare decoded.
+func clientSecretModel(c *providers.Call) error {
+	if !mintsClientSecret(c) || len(c.Body) == 0 {
+		return nil
+	}
+	session, ok := jsonlimit.Member(c.Body, "session")
+	if !ok {
+		return nil
+	}
+	raw, ok := jsonlimit.Member(session, "model")
+	if !ok {
+		return nil
+	}
+	m, ok := jsonlimit.String(raw)
+	if !ok {
+		return apierror.BadRequest("session.model", "session.model must be a string")
+	}
+	c.Model = m
+	return nil
+}
 
 // realtimeDialTimeout bounds the provider's WebSocket handshake.
 const realtimeDialTimeout = 30 * time.Second

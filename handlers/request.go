@@ -240,7 +240,10 @@ func inspectBody(r *http.Request, c *providers.Call) error {
 		if controlBody(r) {
 			return nil // controlplane.Serve reads its bodies strictly
 		}
-		return checkPassthroughJSON(r, c.Body)
+		if err := checkPassthroughJSON(r, c.Body); err != nil {
+			return err
+		}
+		return clientSecretModel(c)
 	}
 	if ct := r.Header.Get("Content-Type"); strings.HasPrefix(ct, "multipart/") {
 		return nil // image edits are multipart
