@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/realtime"
+	"github.com/tidwall/gjson"
 )
 
 // azureRealtime is Azure OpenAI's Realtime endpoint in front of the
@@ -114,5 +116,53 @@ func TestRealtimeAzure(t *testing.T) {
 		if l.Provider != "azure-openai" || l.Input != 100 {
 			t.Errorf("ledger record %+v, want azure-openai with the events' usage", l)
 		}
+	}
+}
+
+// TestRealtimeClientSecrets mints a Realtime client secret through the
+// gateway (POST /v1/realtime/client_secrets) with a virtual key: the
+// provider gets the virtual key's credential and neither the gateway key
+// nor its headers, the client gets the provider's secret, and the call is
+// logged and recorded with the secret's model (session.model).
+func TestRealtimeClientSecrets(t *testing.T) {
+	up := newFakeOpenAI(t)
+	up.Hook = func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+		if r.URL.Path != "/v1/realtime/client_secrets" {
+			return false
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if r.Header.Get("Authorization") != "Bearer "+realtimeProviderKey {
+			w.WriteHeader(http.StatusUnauthorized)
+			w.Write([]byte(`{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}`))
+			return true
+		}
+		w.Write([]byte(`{"value":"ek_test_secret","expires_at":1796245000,"session":{"type":"realtime","object":"realtime.session","model":"gpt-realtime"}}`))
+		return true
+	}
+	loadSite(t, site{LLM: fmt.Sprintf("virtual_key vk-rt {\n\t\t\tprovider openai\n\t\t\tapi_key %s\n\t\t\tcustom_host %s/v1\n\t\t}\n\t\tledger %q",
+		realtimeProviderKey, up.URL, filepath.Join(t.TempDir(), "ledger.db"))})
+	resp, body := do(t, "POST", "/realtime/client_secrets", []byte(`{"session":{"type":"realtime","model":"gpt-realtime"}}`),
+		"x-gateway-virtual-key", "vk-rt")
+	if resp.StatusCode != 200 || gjson.GetBytes(body, "value").Str != "ek_test_secret" {
+		t.Fatalf("mint: %d %s", resp.StatusCode, body)
+	}
+	seen := up.last()
+	for k, v := range seen.Header {
+		if strings.Contains(strings.Join(v, " "), gatewayKey) || strings.HasPrefix(strings.ToLower(k), "x-gateway") {
+			t.Errorf("the provider got the gateway's header %s: %v", k, v)
+		}
+	}
+	var logs struct {
+		Data []struct {
+			Model  string `json:"model"`
+			Status int    `json:"status"`
+		}
+	}
+	realtimeWait(t, "the mint's ledger record", func() bool {
+		syncLedger(t)
+		return getJSON(t, "/logs?page_size=100", gatewayKey, &logs) == 200 && len(logs.Data) == 1
+	})
+	if logs.Data[0].Model != "gpt-realtime" {
+		t.Errorf("ledger record %+v, want the secret's model", logs.Data[0])
 	}
 }
