@@ -127,7 +127,7 @@ func (g *Gateway) serveRealtime(r *http.Request, q *Request, f *flight) error {
 		_ = up.CloseNow()
 		return nil
 	}
-	m := &socketMeter{g: g, q: q, f: f, target: t, model: q.Call.Model}
+	m := &socketMeter{g: g, q: q, f: f, target: t, model: q.Call.Model, ctx: r.Context()}
 	m.stage, _ = g.app.Admission(handoff.From(r.Context()).Admission(g.app.Issuer()))
 	s := realtime.NewSession(client, up, lim, m)
 	if !g.hub.Add(s) {
@@ -231,6 +231,9 @@ type socketMeter struct {
 	target *routing.Target
 	model  string
 	stage  app.Admission
+	// ctx is the upgrade's: each response's span is a child of its
+	// server span (Caddy's tracing directive), as an attempt's is.
+	ctx context.Context
 }
 
 // Open implements realtime.Meter.
@@ -261,7 +264,9 @@ func (m *socketMeter) Open(id string) (realtime.Charge, *realtime.Refusal) {
 			return nil, &realtime.Refusal{Type: apierror.TypeUnavailable, Code: "budget_stage_missing", Message: "usage limits are configured but this build cannot enforce them", Status: 503}
 		}
 	}
-	return &responseCharge{m: m, req: req, id: id, start: time.Now()}, nil
+	_, span := observe.StartAttempt(m.ctx, observe.AttemptInfo{Operation: opRealtime, Provider: m.target.Settings.Provider,
+		RequestModel: m.model, Stream: true, Target: m.target.Path})
+	return &responseCharge{m: m, req: req, id: id, start: time.Now(), span: span}, nil
 }
 
 // refusalOf reads a refusal written as an HTTP answer in the OpenAI
@@ -284,6 +289,8 @@ type responseCharge struct {
 	req   *http.Request
 	id    string
 	start time.Time
+	// span is the response's, from response.created to response.done.
+	span observe.AttemptSpan
 }
 
 // Close implements realtime.Charge: one ledger record and one
@@ -310,6 +317,11 @@ func (c *responseCharge) Close(d realtime.Done) {
 		e.CostUSD, e.CostKnown = realtimeCost(m.g, m.target.Settings.Provider, m.model, d.Usage)
 	}
 	e.Extra = []zap.Field{zap.String("response_id", c.id), zap.String("response_status", d.Status)}
+	res := observe.Result{StatusCode: e.Status, ResponseModel: m.model, ResponseID: c.id, Usage: e.Usage}
+	if d.Status != "completed" {
+		res.ErrorType = "response_" + d.Status
+	}
+	c.span.End(res)
 	observe.RunDone(c.req, &e)
 	m.g.app.UsageLedger().Record(&e)
 }
