@@ -100,4 +100,3 @@ func jsonHas(l, k string) bool {
 	_, ok := m[k]
 	return ok
 }
-
