@@ -205,7 +205,8 @@ func TestResponsesWebSocketBudget(t *testing.T) {
 			}
 		}
 	}
-	calls := len(up.seen)
+	seen := func() int { up.mu.Lock(); defer up.mu.Unlock(); return len(up.seen) }
+	calls := seen()
 	if err := c.Write(ctx, websocket.MessageText, create); err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +220,7 @@ func TestResponsesWebSocketBudget(t *testing.T) {
 	if code := websocket.CloseStatus(err); code != websocket.StatusPolicyViolation {
 		t.Errorf("closed with %v (%v), want 1008", code, err)
 	}
-	if len(up.seen) != calls {
+	if seen() != calls {
 		t.Error("the refused response reached the provider")
 	}
 	syncLedger(t)
