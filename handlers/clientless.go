@@ -63,6 +63,34 @@ var ErrIncomplete = errors.New("the answer broke off before it completed")
 // not used. The error is only for an answer that broke off; gateway and
 // provider errors are answers, in the envelope, with their status.
 func (g *Gateway) Run(ctx context.Context, in *Input) (*Result, error) {
+	w := &memoryWriter{header: make(http.Header), max: g.MaxResponseBody}
+	f, err := g.runInput(ctx, in, w)
+	if err != nil {
+		return nil, err
+	}
+	out := &Result{Status: w.status, Header: w.header, Body: w.body.Bytes()}
+	if f == nil {
+		if out.Status == 0 {
+			// The request's context ended while the limiter decided.
+			return nil, ctx.Err()
+		}
+		return out, nil
+	}
+	out.TraceID, out.Provider, out.Model, out.Usage = f.entry.TraceID, f.entry.Provider, f.entry.Model, f.entry.Usage
+	if out.Status == 0 {
+		out.Status = http.StatusOK
+	}
+	if (f.res != nil && f.res.abort) || w.overflow {
+		return out, ErrIncomplete
+	}
+	return out, nil
+}
+
+// runInput runs in through the whole pipeline as Run does, answered into
+// w as it is written (a Responses WebSocket streams it to its socket).
+// The flight is nil when the admission stage refused the request; its
+// answer is then in w.
+func (g *Gateway) runInput(ctx context.Context, in *Input, w http.ResponseWriter) (*flight, error) {
 	method := in.Method
 	if method == "" {
 		method = http.MethodPost
@@ -74,7 +102,6 @@ func (g *Gateway) Run(ctx context.Context, in *Input) (*Result, error) {
 		st.SetGiven(in.Identity)
 		ctx = handoff.With(ctx, st)
 	}
-	w := &memoryWriter{header: make(http.Header), max: g.MaxResponseBody}
 	req, err := clientlessRequest(ctx, method, in.Path, in.Header.Clone(), in.Body, w)
 	if err != nil {
 		return nil, err
@@ -86,24 +113,10 @@ func (g *Gateway) Run(ctx context.Context, in *Input) (*Result, error) {
 	}
 	if stage, ok := g.app.Admission(in.Admission); ok && in.Identity != nil {
 		if !stage.Admit(w, req, in.Identity) {
-			out := &Result{Status: w.status, Header: w.header, Body: w.body.Bytes()}
-			if out.Status == 0 {
-				// The request's context ended while the limiter decided.
-				return nil, ctx.Err()
-			}
-			return out, nil
+			return nil, nil
 		}
 	}
-	f := g.serveFlight(w, req)
-	out := &Result{Status: w.status, Header: w.header, Body: w.body.Bytes(), TraceID: f.entry.TraceID,
-		Provider: f.entry.Provider, Model: f.entry.Model, Usage: f.entry.Usage}
-	if out.Status == 0 {
-		out.Status = http.StatusOK
-	}
-	if (f.res != nil && f.res.abort) || w.overflow {
-		return out, ErrIncomplete
-	}
-	return out, nil
+	return g.serveFlight(w, req), nil
 }
 
 // clientlessRequest builds the request of a call no HTTP client made (Run,

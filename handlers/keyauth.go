@@ -71,6 +71,14 @@ func checkModel(id *identity.Caller, c *providers.Call) error {
 			model = ""
 		}
 	}
+	if model == "" && mintsClientSecret(c) {
+		// The provider would pick its default model: a key limited
+		// to models names the one the secret is for.
+		e := apierror.New(http.StatusForbidden, apierror.TypeInvalidRequest,
+			"this gateway API key may use only some models: name the realtime model in session.model").WithCode("model_not_allowed")
+		e.Param = "session.model"
+		return e
+	}
 	if model == "" || id.AllowsModel(model) {
 		return nil
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity/handoff"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/realtime"
@@ -39,6 +40,40 @@ const opRealtime providers.Operation = "realtime"
 
 // realtimePath is where sessions are opened.
 const realtimePath = "/v1/realtime"
+
+// clientSecretsPath mints the Realtime API's ephemeral client secrets
+// (under /v1): an ordinary HTTP call forwarded to the provider with its
+// key, under the caller's limits, whose model is session.model.
+const clientSecretsPath = "/realtime/client_secrets"
+
+// mintsClientSecret reports whether c mints a Realtime client secret.
+func mintsClientSecret(c *providers.Call) bool {
+	return c.Method == http.MethodPost && c.Path == clientSecretsPath
+}
+
+// clientSecretModel sets c.Model from a client secret request's
+// session.model, so the key's allowed models, model-keyed limits and the
+// ledger see the model the secret is for. The body passed the strict
+// JSON check (a repeated member is refused); names compare decoded.
+func clientSecretModel(c *providers.Call) error {
+	if !mintsClientSecret(c) || len(c.Body) == 0 {
+		return nil
+	}
+	session, ok := jsonlimit.Member(c.Body, "session")
+	if !ok {
+		return nil
+	}
+	raw, ok := jsonlimit.Member(session, "model")
+	if !ok {
+		return nil
+	}
+	m, ok := jsonlimit.String(raw)
+	if !ok {
+		return apierror.BadRequest("session.model", "session.model must be a string")
+	}
+	c.Model = m
+	return nil
+}
 
 // realtimeDialTimeout bounds the provider's WebSocket handshake.
 const realtimeDialTimeout = 30 * time.Second
@@ -92,7 +127,7 @@ func (g *Gateway) serveRealtime(r *http.Request, q *Request, f *flight) error {
 		_ = up.CloseNow()
 		return nil
 	}
-	m := &socketMeter{g: g, q: q, f: f, target: t, model: q.Call.Model}
+	m := &socketMeter{g: g, q: q, f: f, target: t, model: q.Call.Model, ctx: r.Context()}
 	m.stage, _ = g.app.Admission(handoff.From(r.Context()).Admission(g.app.Issuer()))
 	s := realtime.NewSession(client, up, lim, m)
 	if !g.hub.Add(s) {
@@ -196,6 +231,9 @@ type socketMeter struct {
 	target *routing.Target
 	model  string
 	stage  app.Admission
+	// ctx is the upgrade's: each response's span is a child of its
+	// server span (Caddy's tracing directive), as an attempt's is.
+	ctx context.Context
 }
 
 // Open implements realtime.Meter.
@@ -226,13 +264,16 @@ func (m *socketMeter) Open(id string) (realtime.Charge, *realtime.Refusal) {
 			return nil, &realtime.Refusal{Type: apierror.TypeUnavailable, Code: "budget_stage_missing", Message: "usage limits are configured but this build cannot enforce them", Status: 503}
 		}
 	}
-	return &responseCharge{m: m, req: req, id: id, start: time.Now()}, nil
+	_, span := observe.StartAttempt(m.ctx, observe.AttemptInfo{Operation: opRealtime, Provider: m.target.Settings.Provider,
+		RequestModel: m.model, Stream: true, Target: m.target.Path})
+	return &responseCharge{m: m, req: req, id: id, start: time.Now(), span: span}, nil
 }
 
-// refusalOf reads a refusal the admission stage wrote as an HTTP answer.
+// refusalOf reads a refusal written as an HTTP answer in the OpenAI
+// envelope (the admission stage's, a Responses WebSocket response's).
 func refusalOf(status int, body []byte) *realtime.Refusal {
 	e := gjson.GetBytes(body, "error")
-	ref := &realtime.Refusal{Type: e.Get("type").Str, Code: e.Get("code").Str, Message: e.Get("message").Str, Status: status}
+	ref := &realtime.Refusal{Type: e.Get("type").Str, Code: e.Get("code").Str, Message: e.Get("message").Str, Param: e.Get("param").Str, Status: status}
 	if ref.Message == "" {
 		ref.Message = "the gateway's limits refused the response"
 	}
@@ -248,6 +289,8 @@ type responseCharge struct {
 	req   *http.Request
 	id    string
 	start time.Time
+	// span is the response's, from response.created to response.done.
+	span observe.AttemptSpan
 }
 
 // Close implements realtime.Charge: one ledger record and one
@@ -274,6 +317,11 @@ func (c *responseCharge) Close(d realtime.Done) {
 		e.CostUSD, e.CostKnown = realtimeCost(m.g, m.target.Settings.Provider, m.model, d.Usage)
 	}
 	e.Extra = []zap.Field{zap.String("response_id", c.id), zap.String("response_status", d.Status)}
+	res := observe.Result{StatusCode: e.Status, ResponseModel: m.model, ResponseID: c.id, Usage: e.Usage}
+	if d.Status != "completed" {
+		res.ErrorType = "response_" + d.Status
+	}
+	c.span.End(res)
 	observe.RunDone(c.req, &e)
 	m.g.app.UsageLedger().Record(&e)
 }

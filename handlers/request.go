@@ -237,7 +237,10 @@ func (g *Gateway) inspectBody(r *http.Request, c *providers.Call) error {
 		if g.controlBody(r) {
 			return nil // the control plane reads its bodies strictly
 		}
-		return checkPassthroughJSON(r, c.Body)
+		if err := checkPassthroughJSON(r, c.Body); err != nil {
+			return err
+		}
+		return clientSecretModel(c)
 	}
 	if ct := r.Header.Get("Content-Type"); strings.HasPrefix(ct, "multipart/") {
 		return nil // image edits are multipart

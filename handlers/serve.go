@@ -139,6 +139,11 @@ func (g *Gateway) serve(r *http.Request, f *flight) error {
 	if err != nil {
 		return err
 	}
+	if responsesUpgrade(r) {
+		// Before the local answers: GET /v1/responses is otherwise
+		// the stored responses' list.
+		return g.serveResponsesWS(r, q, f)
+	}
 	a, err := g.local(r, q)
 	if err != nil {
 		return err

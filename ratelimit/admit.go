@@ -60,10 +60,11 @@ var errUnavailable = errors.New("ratelimit: limiter unavailable")
 
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	// A realtime session's responses pass this stage one by one, as
-	// the gateway meters them: it needs the stage's key, and a browser's
+	// A realtime session's responses (and a Responses WebSocket's) pass
+	// this stage one by one, as the gateway meters them: it needs the
+	// stage's key, and a browser's
 	// key sent as a subprotocol.
-	realtimeSession := r.URL.Path == "/v1/realtime" && realtime.IsUpgrade(r)
+	realtimeSession := (r.URL.Path == "/v1/realtime" || r.URL.Path == "/v1/responses") && realtime.IsUpgrade(r)
 	if realtimeSession {
 		realtime.TakeSubprotocolKey(r.Header)
 	}

@@ -35,6 +35,9 @@ type Refusal struct {
 	Type, Code string
 	// Message says what happened, for a person.
 	Message string
+	// Param names the member a Responses WebSocket message got wrong,
+	// "" when none (ResponsesErrorEvent).
+	Param string
 	// Status is the HTTP status the same refusal has on an HTTP call
 	// (429, 412), for the log.
 	Status int

@@ -5,34 +5,41 @@ import (
 	"time"
 )
 
+// Ender is a session a Hub can end: a Realtime relay (*Session) or a
+// Responses WebSocket (*ResponsesSession).
+type Ender interface {
+	// GoAway ends the session with 1001.
+	GoAway()
+}
+
 // Hub holds the sessions one configuration opened, so that its end can
 // end them: at once with 1001 when the server shuts down, or after the
 // close delay when a reload replaced the configuration (the sessions keep
 // running on the configuration they opened under until then).
 type Hub struct {
 	mu       sync.Mutex
-	sessions map[*Session]struct{}
+	sessions map[Ender]struct{}
 	closed   bool
 	timer    *time.Timer
 }
 
 // Add makes s one of h's sessions; false when h was shut down (s is
 // then ended at once).
-func (h *Hub) Add(s *Session) bool {
+func (h *Hub) Add(s Ender) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		return false
 	}
 	if h.sessions == nil {
-		h.sessions = make(map[*Session]struct{})
+		h.sessions = make(map[Ender]struct{})
 	}
 	h.sessions[s] = struct{}{}
 	return true
 }
 
 // Remove forgets s, which ended.
-func (h *Hub) Remove(s *Session) {
+func (h *Hub) Remove(s Ender) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.sessions, s)
@@ -67,7 +74,7 @@ func (h *Hub) Shutdown(delay time.Duration, keep bool) {
 // for its peer), and returns when they all ended.
 func (h *Hub) goAway() {
 	h.mu.Lock()
-	all := make([]*Session, 0, len(h.sessions))
+	all := make([]Ender, 0, len(h.sessions))
 	for s := range h.sessions {
 		all = append(all, s)
 	}

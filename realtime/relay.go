@@ -100,6 +100,8 @@ type ending struct {
 	refusal *Refusal
 	// cancel names a response to cancel upstream before the close.
 	cancel string
+	// streamID is the Responses WebSocket lane the refusal answers.
+	streamID string
 }
 
 // closeNow marks a side that gets no close handshake.

@@ -49,6 +49,34 @@ func TestOpenAIPrepare(t *testing.T) {
 			wantHeader: map[string]string{"Authorization": "Bearer " + entraToken, "Api-Key": ""},
 		},
 		{
+			name: "realtime session on a dated (preview) version",
+			call: func(c *providers.Call) {
+				c.Op, c.Method, c.Path, c.RawQuery, c.Model, c.Body = providers.OpProxy, "GET", "/realtime", "model=gpt-realtime", "gpt-realtime", nil
+			},
+			settings:   func(s *providers.Settings) { s.DeploymentID, s.APIVersion = "rt-dep", "2024-10-01-preview" },
+			wantURL:    "https://contoso.openai.azure.com/openai/realtime?api-version=2024-10-01-preview&deployment=rt-dep",
+			wantHeader: map[string]string{"Api-Key": "0123456789abcdef0123456789abcdef"},
+		},
+		{
+			name: "realtime session on the v1 (GA) API, the alias resolved",
+			call: func(c *providers.Call) {
+				c.Op, c.Method, c.Path, c.RawQuery, c.Model, c.Body = providers.OpProxy, "GET", "/realtime", "model=gpt-realtime", "gpt-realtime", nil
+			},
+			settings: func(s *providers.Settings) {
+				s.DeploymentID, s.APIVersion = "", "v1"
+				s.Deployments = []providers.Deployment{{DeploymentID: "rt-dep", Alias: "gpt-realtime", IsDefault: true}}
+			},
+			wantURL: "https://contoso.openai.azure.com/openai/v1/realtime?model=rt-dep",
+		},
+		{
+			name: "realtime session without a deployment list: the model names it",
+			call: func(c *providers.Call) {
+				c.Op, c.Method, c.Path, c.RawQuery, c.Model, c.Body = providers.OpProxy, "GET", "/realtime", "model=my-rt", "my-rt", nil
+			},
+			settings: func(s *providers.Settings) { s.DeploymentID, s.APIVersion = "", "2024-10-01-preview" },
+			wantURL:  "https://contoso.openai.azure.com/openai/realtime?api-version=2024-10-01-preview&deployment=my-rt",
+		},
+		{
 			name: "embeddings keep the client query",
 			call: func(c *providers.Call) {
 				c.Op, c.Path, c.RawQuery, c.Body = providers.OpEmbeddings, "/embeddings", "api-version=old&x=1", []byte(`{"input":"a"}`)

@@ -47,6 +47,11 @@ func (OpenAI) Prepare(c *providers.Call, s *providers.Settings, u *providers.Ups
 	body := c.Body
 	target := *base
 	switch {
+	case c.Path == realtimePath:
+		// A Realtime WebSocket: the deployment goes in the query.
+		if err := realtimeURL(&target, c.RawQuery, dep, version); err != nil {
+			return err
+		}
 	case isV1(version):
 		target.Path += "/v1" + c.Path
 		v := version
@@ -87,6 +92,55 @@ func (OpenAI) Prepare(c *providers.Call, s *providers.Settings, u *providers.Ups
 	}
 	u.Method, u.URL, u.Body = c.Method, &target, body
 	setAuth(u.Header, s.APIKey, "api-key")
+	return nil
+}
+
+// realtimePath is the Realtime API's WebSocket path.
+const realtimePath = "/realtime"
+
+// realtimeURL sets target (the resource's /openai base) to Azure's
+// Realtime WebSocket: /openai/realtime?api-version={dated}&deployment={d}
+// for a dated version (the preview API), /openai/v1/realtime?model={d}
+// for the version-less API (GA). The client's model names the
+// deployment through the deployments list, as for HTTP calls; without a
+// list it is taken as the deployment's name.
+func realtimeURL(target *url.URL, rawQuery, dep, version string) error {
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		q = url.Values{}
+	}
+	if dep == "" {
+		dep = q.Get("deployment")
+	}
+	if dep == "" {
+		dep = q.Get("model")
+	}
+	if dep == "" {
+		return apierror.BadRequest("deployment_id", "provider azure-openai needs a deployment for a realtime session: the model query parameter, the deployments list or deployment_id")
+	}
+	if isV1(version) {
+		target.Path += "/v1" + realtimePath
+		q.Del("deployment")
+		q.Set("model", dep)
+		if version == "v1" {
+			q.Del("api-version")
+		} else {
+			q.Set("api-version", version)
+		}
+		target.RawQuery = q.Encode()
+		return nil
+	}
+	if version == "" {
+		version = q.Get("api-version")
+	}
+	if version == "" {
+		return apierror.BadRequest("api_version", "provider azure-openai needs api_version for a realtime session (a dated preview version such as 2024-10-01-preview, or \"v1\")")
+	}
+	target.Path += realtimePath
+	q.Del("model")
+	q.Set("deployment", dep)
+	q.Set("api-version", version)
+	target.RawQuery = q.Encode()
 	return nil
 }
 
