@@ -100,6 +100,11 @@ type mcpState struct {
 // by name. The slice is shared: never modify it or its servers.
 func (a *App) MCPServerConfigs() []*MCPServerConfig { return a.mcpServers }
 
+// MCPPath reports whether path is one llm_mcp serves (/mcp and what is
+// under it), whose messages llm_ratelimit leaves to llm_mcp to meter call
+// by call (AdmitCall).
+func MCPPath(path string) bool { return path == "/mcp" || strings.HasPrefix(path, "/mcp/") }
+
 // mcpServerName is what a server's name may be: it is a path segment and
 // the prefix of its tools' names, which clients limit to [A-Za-z0-9_-], so
 // "__" (the prefix's separator) is refused too.

@@ -61,6 +61,8 @@ type Handler struct {
 	progress *progressRoutes
 	views    *viewCache
 	serve    http.Handler
+	// budget is the usage-limit stage (limits.go).
+	budget app.BudgetStage
 }
 
 func init() {
@@ -97,6 +99,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.app = a.(*app.App)
+	if h.budget, err = app.LoadBudgetStage(ctx); err != nil {
+		return err
+	}
 	// The upstreams' sessions live until the config is unloaded.
 	life, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
@@ -182,13 +187,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		ref, found := v.lookup(msg.method, msg.name)
 		if !found {
 			rec.setStatus(statusDenied, codeInvalidParams)
-			writeError(w, http.StatusOK, msg.id, codeInvalidParams, fmt.Sprintf("unknown %s %q", kindOf(msg.method), msg.name), nil)
-			rec.finish(0)
-			h.logCall(r, rec)
-			observeServer(rec)
+			cw := &countingWriter{ResponseWriter: w}
+			writeError(cw, http.StatusOK, msg.id, codeInvalidParams, fmt.Sprintf("unknown %s %q", kindOf(msg.method), msg.name), nil)
+			h.endCall(r, nil, rec, cw.n)
 			return nil
 		}
 		rec.Server, rec.Upstream = ref.u.cfg.Name, ref.name
+	}
+	var m *metered
+	if msg.method == methodCallTool {
+		cw := &countingWriter{ResponseWriter: w}
+		var ok bool
+		if m, ok = h.admit(cw, r, id, msg, rec); !ok {
+			h.endCall(r, m, rec, cw.n)
+			return nil
+		}
 	}
 	ctx := withView(r.Context(), v)
 	if rec != nil {
@@ -200,13 +213,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	cw := &countingWriter{ResponseWriter: w}
 	h.serve.ServeHTTP(cw, r)
 	if rec != nil {
-		// A record no relay set is a message the SDK refused (a malformed
-		// call, a header that contradicts the body).
-		rec.finish(cw.n)
-		h.logCall(r, rec)
-		observeServer(rec)
+		h.endCall(r, m, rec, cw.n)
 	}
 	return nil
+}
+
+// endCall records a tools/call or prompts/get once its answer of n bytes
+// is written: the log entry, the metric and, for a tools/call, the
+// settlement of its limits and its ledger record (m is nil when it was
+// refused before the limits). A record no relay set is a message the SDK
+// refused (a malformed call, a header that contradicts the body).
+func (h *Handler) endCall(r *http.Request, m *metered, rec *callRecord, n int64) {
+	rec.finish(n)
+	h.logCall(r, rec)
+	observeServer(rec)
+	if rec.Method == methodCallTool {
+		h.done(r, m, rec)
+	}
 }
 
 // visible returns the upstreams the holder of id may use on the route:
