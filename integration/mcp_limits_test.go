@@ -14,10 +14,13 @@ import (
 )
 
 // mcpLimitedSite is an MCP site whose /mcp route has llm_ratelimit in
-// front of llm_mcp with the given policies, and a ledger in dsn.
+// front of llm_mcp with the given policies, and a ledger in dsn (none
+// when "").
 func mcpLimitedSite(t *testing.T, servers, policies, dsn string) site {
 	s := mcpSite(t, servers, "egress_allow loopback")
-	s.LLM += fmt.Sprintf("\n\t\tledger %q", dsn)
+	if dsn != "" {
+		s.LLM += fmt.Sprintf("\n\t\tledger %q", dsn)
+	}
 	s.Before = "handle /mcp* {\n\t\tllm_ratelimit {\n" + policies + "\n\t\t}\n\t\tllm_mcp {\n\t\t\tegress_allow loopback\n\t\t}\n\t}"
 	return s
 }
