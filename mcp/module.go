@@ -181,10 +181,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		writeError(w, http.StatusOK, msg.id, codeUnavailable, err.Error(), map[string]any{"server": name})
 		return nil
 	}
-	var rec *callRecord
+	var (
+		rec    *callRecord
+		target ref
+	)
 	if msg.method == methodCallTool || msg.method == methodGetPrompt {
 		rec = newCallRecord(id, msg)
-		ref, found := v.lookup(msg.method, msg.name)
+		var found bool
+		target, found = v.lookup(msg.method, msg.name)
 		if !found {
 			rec.setStatus(statusDenied, codeInvalidParams)
 			cw := &countingWriter{ResponseWriter: w}
@@ -192,13 +196,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			h.endCall(r, nil, rec, cw.n)
 			return nil
 		}
-		rec.Server, rec.Upstream = ref.u.cfg.Name, ref.name
+		rec.Server, rec.Upstream = target.u.cfg.Name, target.name
 	}
 	var m *metered
 	if msg.method == methodCallTool {
 		cw := &countingWriter{ResponseWriter: w}
 		var ok bool
 		if m, ok = h.admit(cw, r, id, msg, rec); !ok {
+			h.endCall(r, m, rec, cw.n)
+			return nil
+		}
+		if p, direct := directCall(r, msg); direct && msg.id != nil {
+			ctx := withRecord(withView(r.Context(), v), rec)
+			h.answerCall(cw, r.WithContext(ctx), msg.id, target, p)
 			h.endCall(r, m, rec, cw.n)
 			return nil
 		}
