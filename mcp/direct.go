@@ -94,19 +94,17 @@ func acceptsJSON(values []string) bool {
 	return false
 }
 
-// answerCall relays the call of ref with p and writes its JSON-RPC
-// response for the request id.
+// answerCall relays the call of ref with p (callDirect) and writes its
+// JSON-RPC response for the request id.
 func (h *Handler) answerCall(w http.ResponseWriter, r *http.Request, id json.RawMessage, ref ref, p *sdk.CallToolParamsRaw) {
-	res, err := h.relayTool(ref.u, ref.name)(r.Context(), &sdk.CallToolRequest{Params: p})
+	result, err := h.callDirect(r.Context(), ref, p)
 	if len(id) == 0 {
 		id = nullID
 	}
 	var body []byte
 	if err == nil {
-		var result []byte
-		if result, err = json.Marshal(res); err == nil {
-			body = append(append(append(append([]byte(`{"jsonrpc":"2.0","id":`), id...), `,"result":`...), result...), '}')
-		}
+		body = make([]byte, 0, len(result)+len(id)+32)
+		body = append(append(append(append(append(body, `{"jsonrpc":"2.0","id":`...), id...), `,"result":`...), result...), '}')
 	}
 	if err != nil {
 		var werr *jsonrpc.Error

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -51,6 +52,9 @@ type remote struct {
 	catalog catalog
 	// leftOut throttles the log line of /mcp leaving the server out.
 	leftOut logthrottle.Throttle
+	// callIDs numbers the calls posted raw (rawcall.go): the session is
+	// shared, so the callers' own ids could collide on it.
+	callIDs atomic.Uint64
 }
 
 // newRemote prepares cfg's upstream. Nothing connects until a call
