@@ -43,9 +43,16 @@ type CallRefusal struct {
 // to path with header (its x-gateway-metadata and routing headers are
 // matched as a model request's are) and body. Admitted, it returns that
 // request, on which the settlements are registered: the caller runs
-// observe.RunDone on it with the call's entry once the call is done.
+// observe.RunDone on it with the call's entry once the call is done. It
+// is nil, and nothing needs settling, when no limit can apply (no stage,
+// no usage limit).
 func (a *App) AdmitCall(ctx context.Context, stageKey string, budget BudgetStage, id *identity.Caller,
 	path string, header http.Header, body []byte) (*http.Request, *CallRefusal) {
+	stage, staged := a.Admission(stageKey)
+	if !staged && !a.BudgetEnforcer().Enabled(ctx) {
+		// No limit can apply: nothing to admit, nothing to settle.
+		return nil, nil
+	}
 	st := handoff.New(a.Issuer())
 	st.SetGiven(id)
 	ctx = handoff.With(ctx, st)
@@ -60,7 +67,7 @@ func (a *App) AdmitCall(ctx context.Context, stageKey string, budget BudgetStage
 	}
 	req.RemoteAddr = "127.0.0.1:0"
 	req = caddyhttp.PrepareRequest(req, caddy.NewReplacer(), w, &caddyhttp.Server{})
-	if stage, ok := a.Admission(stageKey); ok && !stage.Admit(w, req, id) {
+	if staged && !stage.Admit(w, req, id) {
 		return nil, w.refusal()
 	}
 	if _, done := st.Budgeted(a.Issuer(), id); done {
