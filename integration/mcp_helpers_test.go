@@ -43,6 +43,13 @@ type fakeTool struct {
 // transport) until the test ends.
 func newFakeMCP(t testing.TB, sse bool, tools ...fakeTool) *fakeMCP {
 	t.Helper()
+	return newFakeMCPAuth(t, sse, nil, tools...)
+}
+
+// newFakeMCPAuth is newFakeMCP answering 401 to every request authorized
+// refuses (nil: none).
+func newFakeMCPAuth(t testing.TB, sse bool, authorized func(*http.Request) bool, tools ...fakeTool) *fakeMCP {
+	t.Helper()
 	f := &fakeMCP{}
 	server := sdk.NewServer(&sdk.Implementation{Name: "fake", Version: "1"}, nil)
 	for _, tool := range tools {
@@ -70,6 +77,11 @@ func newFakeMCP(t testing.TB, sse bool, tools ...fakeTool) *fakeMCP {
 		f.mu.Lock()
 		f.headers = append(f.headers, r.Header.Clone())
 		f.mu.Unlock()
+		if authorized != nil && !authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+			http.Error(w, "invalid token", http.StatusUnauthorized)
+			return
+		}
 		h.ServeHTTP(w, r)
 	}))
 	f.srv.Listener = &countingListener{Listener: f.srv.Listener, n: &f.conns}
