@@ -11,9 +11,14 @@
 //	read      the JSON-RPC message, strictly               (strict.go)
 //	view      the SDK server of the caller's servers       (view.go)
 //	refuse    a tools/call or prompts/get of a name the view lacks
-//	serve     the go-sdk's stateless Streamable HTTP handler, whose tool
-//	          and prompt handlers relay to the server      (relay.go)
-//	record    one log entry per tools/call, prompts/get   (record.go)
+//	limit     a tools/call through the rate and usage limits (limits.go)
+//	answer    a tools/call itself, posted raw upstream    (direct.go,
+//	          rawcall.go), when nothing needs the SDK
+//	serve     else the go-sdk's stateless Streamable HTTP handler, whose
+//	          tool and prompt handlers relay to the server (relay.go)
+//	record    one log entry per tools/call, prompts/get, and one ledger
+//	          record per tools/call                        (record.go,
+//	          limits.go)
 //
 // Serving is stateless (the SDK's Stateless option): no session lives
 // in an instance, so any replica behind one address serves any request of
