@@ -95,4 +95,6 @@ func TestAdmitCall(t *testing.T) {
 // admittingBudgetless admits without applying usage limits.
 type admittingBudgetless struct{}
 
-func (*admittingBudgetless) Admit(http.ResponseWriter, *http.Request, *identity.Caller) bool { return true }
+func (*admittingBudgetless) Admit(http.ResponseWriter, *http.Request, *identity.Caller) bool {
+	return true
+}
