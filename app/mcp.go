@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 	"golang.org/x/net/http/httpguts"
+	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
@@ -50,6 +51,10 @@ type MCPServer struct {
 	// Tools are glob patterns (path.Match) of the server's tools that are
 	// exposed; without any, all are.
 	Tools []string `json:"tools,omitempty"`
+	// OAuth obtains the server's bearer token with the OAuth 2 client
+	// credentials grant (mcp_oauth.go); it excludes bearer and an
+	// Authorization header.
+	OAuth *MCPOAuth `json:"oauth_client_credentials,omitempty"`
 }
 
 // MCPServerConfig is a declared MCP server as provisioned: placeholders
@@ -63,6 +68,9 @@ type MCPServerConfig struct {
 	Header http.Header
 	// Tools are the exposed tools' patterns (empty: all).
 	Tools []string
+	// OAuth is the client credentials grant of the server's token, nil
+	// when it has none.
+	OAuth *clientcredentials.Config
 
 	allowAll   bool
 	keyNames   map[string]bool
@@ -99,6 +107,11 @@ type mcpState struct {
 // MCPServerConfigs returns the declared MCP servers as provisioned, sorted
 // by name. The slice is shared: never modify it or its servers.
 func (a *App) MCPServerConfigs() []*MCPServerConfig { return a.mcpServers }
+
+// MCPPath reports whether path is one llm_mcp serves (/mcp and what is
+// under it), whose messages llm_ratelimit leaves to llm_mcp to meter call
+// by call (AdmitCall).
+func MCPPath(path string) bool { return path == "/mcp" || strings.HasPrefix(path, "/mcp/") }
 
 // mcpServerName is what a server's name may be: it is a path segment and
 // the prefix of its tools' names, which clients limit to [A-Za-z0-9_-], so
@@ -196,6 +209,14 @@ func (a *App) resolveMCPServer(repl *caddy.Replacer, s MCPServer) (*MCPServerCon
 		}
 		c.Header.Set("Authorization", "Bearer "+tok)
 	}
+	if s.OAuth != nil {
+		if _, set := c.Header["Authorization"]; set {
+			return nil, fmt.Errorf("oauth_client_credentials and bearer or an Authorization header are both given")
+		}
+		if c.OAuth, err = a.resolveMCPOAuth(repl, s.Name, s.OAuth); err != nil {
+			return nil, err
+		}
+	}
 	for _, e := range s.Allow {
 		switch ws, isWS := strings.CutPrefix(e, "workspace:"); {
 		case e == "*":
@@ -239,6 +260,7 @@ func resolvePlaceholders(repl *caddy.Replacer, field, v string) (string, error) 
 //		transport streamable | sse    # default streamable
 //		allow     <key name | workspace:<uuid> | *>...   # may repeat
 //		tools     <glob>...           # may repeat; default every tool
+//		oauth_client_credentials { … } # the token, obtained (mcp_oauth.go)
 //	}
 func (a *App) unmarshalMCPServer(d *caddyfile.Dispenser) error {
 	var s MCPServer
@@ -282,6 +304,15 @@ func (a *App) unmarshalMCPServer(d *caddyfile.Dispenser) error {
 			} else {
 				s.Tools = append(s.Tools, args...)
 			}
+		case "oauth_client_credentials":
+			if s.OAuth != nil {
+				return d.Err("oauth_client_credentials is given twice")
+			}
+			o, err := unmarshalMCPOAuth(d)
+			if err != nil {
+				return err
+			}
+			s.OAuth = o
 		default:
 			return d.Errf("unknown mcp_server option %q", opt)
 		}

@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"fmt"
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
@@ -25,19 +24,9 @@ import (
 // admitBudget then refuses requests while usage limits exist rather than
 // let them pass unlimited.
 func (g *Gateway) provisionBudget(ctx caddy.Context) error {
-	if _, err := caddy.GetModule(app.BudgetStageModule); err != nil {
-		return nil
-	}
-	m, err := ctx.LoadModuleByID(app.BudgetStageModule, nil)
-	if err != nil {
-		return fmt.Errorf("loading the usage-limit stage: %v", err)
-	}
-	s, ok := m.(app.BudgetStage)
-	if !ok {
-		return fmt.Errorf("module %s is not a usage-limit stage", app.BudgetStageModule)
-	}
+	s, err := app.LoadBudgetStage(ctx)
 	g.budget = s
-	return nil
+	return err
 }
 
 // admitBudget reserves q on the usage limits that match it unless a

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -42,6 +43,13 @@ type fakeTool struct {
 // transport) until the test ends.
 func newFakeMCP(t testing.TB, sse bool, tools ...fakeTool) *fakeMCP {
 	t.Helper()
+	return newFakeMCPAuth(t, sse, nil, tools...)
+}
+
+// newFakeMCPAuth is newFakeMCP answering 401 to every request authorized
+// refuses (nil: none).
+func newFakeMCPAuth(t testing.TB, sse bool, authorized func(*http.Request) bool, tools ...fakeTool) *fakeMCP {
+	t.Helper()
 	f := &fakeMCP{}
 	server := sdk.NewServer(&sdk.Implementation{Name: "fake", Version: "1"}, nil)
 	for _, tool := range tools {
@@ -69,6 +77,11 @@ func newFakeMCP(t testing.TB, sse bool, tools ...fakeTool) *fakeMCP {
 		f.mu.Lock()
 		f.headers = append(f.headers, r.Header.Clone())
 		f.mu.Unlock()
+		if authorized != nil && !authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+			http.Error(w, "invalid token", http.StatusUnauthorized)
+			return
+		}
 		h.ServeHTTP(w, r)
 	}))
 	f.srv.Listener = &countingListener{Listener: f.srv.Listener, n: &f.conns}
@@ -185,6 +198,14 @@ func toolNames(t testing.TB, cs *sdk.ClientSession) []string {
 // and the answer.
 func rawMCP(t testing.TB, path, key, body string) (int, string) {
 	t.Helper()
+	status, _, answer := rawMCPHeaders(t, path, key, body)
+	return status, answer
+}
+
+// rawMCPHeaders is rawMCP with extra request headers (name, value
+// pairs), returning the answer's headers too.
+func rawMCPHeaders(t testing.TB, path, key, body string, headers ...string) (int, http.Header, string) {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, mcpURL(path), strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -193,19 +214,33 @@ func rawMCP(t testing.TB, path, key, body string) (int, string) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var b strings.Builder
-	buf := make([]byte, 4096)
-	for {
-		n, err := resp.Body.Read(buf)
-		b.Write(buf[:n])
-		if err != nil {
-			break
-		}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return resp.StatusCode, b.String()
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+// headerTransport sets one header on every request.
+type headerTransport struct {
+	name, value string
+	next        http.RoundTripper
+}
+
+func (h *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(h.name, h.value)
+	next := h.next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return next.RoundTrip(r)
 }

@@ -15,6 +15,10 @@ const (
 	codeInvalidRequest = -32600
 	codeInvalidParams  = -32602
 	codeUnavailable    = -32603
+	// codeLimited is a call a rate limit or usage limit refused (in the
+	// range JSON-RPC leaves to servers), with data giving the gateway's
+	// error type and code and the HTTP status, which the answer has too.
+	codeLimited = -32029
 	// codeUnauthorized and codeNotFound go with HTTP 401 and 404, whose
 	// status says what failed; JSON-RPC has no code of its own for them.
 	codeUnauthorized = codeInvalidRequest

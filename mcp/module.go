@@ -11,9 +11,14 @@
 //	read      the JSON-RPC message, strictly               (strict.go)
 //	view      the SDK server of the caller's servers       (view.go)
 //	refuse    a tools/call or prompts/get of a name the view lacks
-//	serve     the go-sdk's stateless Streamable HTTP handler, whose tool
-//	          and prompt handlers relay to the server      (relay.go)
-//	record    one log entry per tools/call, prompts/get   (record.go)
+//	limit     a tools/call through the rate and usage limits (limits.go)
+//	answer    a tools/call itself, posted raw upstream    (direct.go,
+//	          rawcall.go), when nothing needs the SDK
+//	serve     else the go-sdk's stateless Streamable HTTP handler, whose
+//	          tool and prompt handlers relay to the server (relay.go)
+//	record    one log entry per tools/call, prompts/get, and one ledger
+//	          record per tools/call                        (record.go,
+//	          limits.go)
 //
 // Serving is stateless (the SDK's Stateless option): no session lives
 // in an instance, so any replica behind one address serves any request of
@@ -61,6 +66,8 @@ type Handler struct {
 	progress *progressRoutes
 	views    *viewCache
 	serve    http.Handler
+	// budget is the usage-limit stage (limits.go).
+	budget app.BudgetStage
 }
 
 func init() {
@@ -97,6 +104,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.app = a.(*app.App)
+	if h.budget, err = app.LoadBudgetStage(ctx); err != nil {
+		return err
+	}
 	// The upstreams' sessions live until the config is unloaded.
 	life, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
@@ -176,19 +186,37 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		writeError(w, http.StatusOK, msg.id, codeUnavailable, err.Error(), map[string]any{"server": name})
 		return nil
 	}
-	var rec *callRecord
+	var (
+		rec    *callRecord
+		target ref
+	)
 	if msg.method == methodCallTool || msg.method == methodGetPrompt {
 		rec = newCallRecord(id, msg)
-		ref, found := v.lookup(msg.method, msg.name)
+		var found bool
+		target, found = v.lookup(msg.method, msg.name)
 		if !found {
 			rec.setStatus(statusDenied, codeInvalidParams)
-			writeError(w, http.StatusOK, msg.id, codeInvalidParams, fmt.Sprintf("unknown %s %q", kindOf(msg.method), msg.name), nil)
-			rec.finish(0)
-			h.logCall(r, rec)
-			observeServer(rec)
+			cw := &countingWriter{ResponseWriter: w}
+			writeError(cw, http.StatusOK, msg.id, codeInvalidParams, fmt.Sprintf("unknown %s %q", kindOf(msg.method), msg.name), nil)
+			h.endCall(r, nil, rec, cw.n)
 			return nil
 		}
-		rec.Server, rec.Upstream = ref.u.cfg.Name, ref.name
+		rec.Server, rec.Upstream = target.u.cfg.Name, target.name
+	}
+	var m *metered
+	if msg.method == methodCallTool {
+		cw := &countingWriter{ResponseWriter: w}
+		var ok bool
+		if m, ok = h.admit(cw, r, id, msg, rec); !ok {
+			h.endCall(r, m, rec, cw.n)
+			return nil
+		}
+		if p, direct := directCall(r, msg); direct && msg.id != nil {
+			ctx := withRecord(withView(r.Context(), v), rec)
+			h.answerCall(cw, r.WithContext(ctx), msg.id, target, p)
+			h.endCall(r, m, rec, cw.n)
+			return nil
+		}
 	}
 	ctx := withView(r.Context(), v)
 	if rec != nil {
@@ -200,13 +228,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	cw := &countingWriter{ResponseWriter: w}
 	h.serve.ServeHTTP(cw, r)
 	if rec != nil {
-		// A record no relay set is a message the SDK refused (a malformed
-		// call, a header that contradicts the body).
-		rec.finish(cw.n)
-		h.logCall(r, rec)
-		observeServer(rec)
+		h.endCall(r, m, rec, cw.n)
 	}
 	return nil
+}
+
+// endCall records a tools/call or prompts/get once its answer of n bytes
+// is written: the log entry, the metric and, for a tools/call, the
+// settlement of its limits and its ledger record (m is nil when it was
+// refused before the limits). A record no relay set is a message the SDK
+// refused (a malformed call, a header that contradicts the body).
+func (h *Handler) endCall(r *http.Request, m *metered, rec *callRecord, n int64) {
+	rec.finish(n)
+	h.logCall(r, rec)
+	observeServer(rec)
+	if rec.Method == methodCallTool {
+		h.done(r, m, rec)
+	}
 }
 
 // visible returns the upstreams the holder of id may use on the route:

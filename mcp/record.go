@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 )
@@ -30,6 +31,7 @@ const (
 	statusCancelled   = "cancelled"
 	statusDenied      = "denied"   // the caller's key cannot use the name
 	statusRejected    = "rejected" // the SDK refused the message
+	statusLimited     = "limited"  // a rate or usage limit refused the call
 )
 
 type callRecord struct {
@@ -38,6 +40,7 @@ type callRecord struct {
 	// caller called, Server and Upstream what it stands for.
 	Method, Name, Server, Upstream string
 	KeyName, Workspace             string
+	Organisation                   string
 	Status                         string
 	Code                           int64
 	Start                          time.Time
@@ -45,10 +48,12 @@ type callRecord struct {
 	RequestBytes, ResponseBytes    int64
 	// Error is why the server could not be reached (never its address).
 	Error string
+	// limit is the refusal of a limited call.
+	limit *app.CallRefusal
 }
 
 func newCallRecord(id *identity.Caller, m *message) *callRecord {
-	return &callRecord{Method: m.method, Name: m.name, KeyName: id.Name, Workspace: id.WorkspaceID,
+	return &callRecord{Method: m.method, Name: m.name, KeyName: id.Name, Workspace: id.WorkspaceID, Organisation: id.OrganisationID,
 		Start: time.Now(), RequestBytes: int64(len(m.body))}
 }
 
@@ -114,6 +119,9 @@ func (r *callRecord) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddInt64("response_bytes", r.ResponseBytes)
 	if r.Error != "" {
 		enc.AddString("error", r.Error)
+	}
+	if r.limit != nil {
+		enc.AddString("limit_code", r.limit.Code)
 	}
 	return nil
 }

@@ -28,35 +28,22 @@ import (
 // relayTool is the handler of the tool the server lists as name.
 func (h *Handler) relayTool(u *remote, name string) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-		rec := recordFrom(ctx)
-		p := &sdk.CallToolParams{Name: name, InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState}
-		if len(req.Params.Arguments) > 0 {
-			p.Arguments = req.Params.Arguments
-		}
-		cs, err := u.session(ctx)
-		if err != nil {
-			return nil, callError(ctx, rec, u, nil, err)
-		}
-		callCtx, span := startCallSpan(ctx, u, methodCallTool, name, cs.ID())
-		p.Meta = traceMeta(callCtx)
-		if tok := req.Params.GetProgressToken(); tok != nil {
-			ours := h.progress.add(ctx, req.Session, tok)
-			defer h.progress.remove(ours)
-			p.SetProgressToken(ours)
-		}
-		start := time.Now()
-		res, err := cs.CallTool(callCtx, p)
-		took := time.Since(start)
-		rec.setUpstream(took)
-		if err != nil {
-			err = callError(ctx, rec, u, cs, err)
-		} else if res.IsError {
-			rec.setStatus(statusToolError, 0)
-		} else {
-			rec.setStatus(statusOK, 0)
-		}
-		span.end(rec.errorType())
-		observeClient(rec, took)
+		var res *sdk.CallToolResult
+		err := h.callUpstream(ctx, u, methodCallTool, name, func(callCtx context.Context, cs *sdk.ClientSession) (bool, error) {
+			p := &sdk.CallToolParams{Name: name, InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState}
+			if len(req.Params.Arguments) > 0 {
+				p.Arguments = req.Params.Arguments
+			}
+			p.Meta = traceMeta(callCtx)
+			if tok := req.Params.GetProgressToken(); tok != nil {
+				ours := h.progress.add(ctx, req.Session, tok)
+				defer h.progress.remove(ours)
+				p.SetProgressToken(ours)
+			}
+			var err error
+			res, err = cs.CallTool(callCtx, p)
+			return err == nil && res.IsError, err
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -67,31 +54,49 @@ func (h *Handler) relayTool(u *remote, name string) sdk.ToolHandler {
 // relayPrompt is the handler of the prompt the server lists as name.
 func (h *Handler) relayPrompt(u *remote, name string) sdk.PromptHandler {
 	return func(ctx context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
-		rec := recordFrom(ctx)
-		p := &sdk.GetPromptParams{Name: name, Arguments: req.Params.Arguments,
-			InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState}
-		cs, err := u.session(ctx)
-		if err != nil {
-			return nil, callError(ctx, rec, u, nil, err)
-		}
-		callCtx, span := startCallSpan(ctx, u, methodGetPrompt, name, cs.ID())
-		p.Meta = traceMeta(callCtx)
-		start := time.Now()
-		res, err := cs.GetPrompt(callCtx, p)
-		took := time.Since(start)
-		rec.setUpstream(took)
-		if err != nil {
-			err = callError(ctx, rec, u, cs, err)
-		} else {
-			rec.setStatus(statusOK, 0)
-		}
-		span.end(rec.errorType())
-		observeClient(rec, took)
+		var res *sdk.GetPromptResult
+		err := h.callUpstream(ctx, u, methodGetPrompt, name, func(callCtx context.Context, cs *sdk.ClientSession) (bool, error) {
+			p := &sdk.GetPromptParams{Name: name, Arguments: req.Params.Arguments,
+				InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState}
+			p.Meta = traceMeta(callCtx)
+			var err error
+			res, err = cs.GetPrompt(callCtx, p)
+			return false, err
+		})
 		if err != nil {
 			return nil, err
 		}
 		return res, nil
 	}
+}
+
+// callUpstream makes one call of the server's name (a tool or a prompt)
+// through call, on u's session, under the call's span, and records its
+// outcome: call reports whether a tool answered isError. The error is
+// the caller's (callError).
+func (h *Handler) callUpstream(ctx context.Context, u *remote, method, name string,
+	call func(callCtx context.Context, cs *sdk.ClientSession) (toolError bool, err error)) error {
+	rec := recordFrom(ctx)
+	cs, err := u.session(ctx)
+	if err != nil {
+		return callError(ctx, rec, u, nil, err)
+	}
+	callCtx, span := startCallSpan(ctx, u, method, name, cs.ID())
+	start := time.Now()
+	toolError, err := call(callCtx, cs)
+	took := time.Since(start)
+	rec.setUpstream(took)
+	switch {
+	case err != nil:
+		err = callError(ctx, rec, u, cs, err)
+	case toolError:
+		rec.setStatus(statusToolError, 0)
+	default:
+		rec.setStatus(statusOK, 0)
+	}
+	span.end(rec.errorType())
+	observeClient(rec, took)
+	return err
 }
 
 // callError is the caller's error for a failed call. The server's own

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -51,12 +52,15 @@ type remote struct {
 	catalog catalog
 	// leftOut throttles the log line of /mcp leaving the server out.
 	leftOut logthrottle.Throttle
+	// callIDs numbers the calls posted raw (rawcall.go): the session is
+	// shared, so the callers' own ids could collide on it.
+	callIDs atomic.Uint64
 }
 
 // newRemote prepares cfg's upstream. Nothing connects until a call
 // needs the server.
 func newRemote(life context.Context, cfg *app.MCPServerConfig, guard *upstream.Guard, progress *progressRoutes) *remote {
-	u := &remote{cfg: cfg, life: life, hc: guardedClient(cfg, guard)}
+	u := &remote{cfg: cfg, life: life, hc: guardedClient(life, cfg, guard)}
 	u.client = sdk.NewClient(&sdk.Implementation{Name: "caddy-llm-gateway", Version: "1"}, &sdk.ClientOptions{
 		// No roots, sampling or elicitation: the gateway has none of the
 		// client's own, and relays no server-to-client request in phase 1.
@@ -73,11 +77,24 @@ func newRemote(life context.Context, cfg *app.MCPServerConfig, guard *upstream.G
 // guardedClient is the HTTP client of cfg's server: dials checked by
 // guard, no proxy (which would hide the destination from it), no
 // redirects (which would carry the server's credentials elsewhere), and
-// the server's headers added on requests to its own origin only.
-func guardedClient(cfg *app.MCPServerConfig, guard *upstream.Guard) *http.Client {
+// the server's headers (and OAuth token) added on requests to its own
+// origin only.
+func guardedClient(life context.Context, cfg *app.MCPServerConfig, guard *upstream.Guard) *http.Client {
+	ot := &originTransport{cfg: cfg, next: guardedTransport(guard)}
+	if cfg.OAuth != nil {
+		// The token endpoint is another origin: its own client, as
+		// guarded, never given the server's headers.
+		ot.tokens = newTokens(life, cfg.OAuth, &http.Client{Transport: guardedTransport(guard),
+			Timeout: connectTimeout, CheckRedirect: noRedirects})
+	}
+	return &http.Client{Transport: ot, CheckRedirect: noRedirects}
+}
+
+// guardedTransport dials through guard only.
+func guardedTransport(guard *upstream.Guard) *http.Transport {
 	d := guard.Dialer()
 	d.Timeout = connectTimeout
-	tr := &http.Transport{
+	return &http.Transport{
 		Proxy:               nil,
 		DialContext:         d.DialContext,
 		ForceAttemptHTTP2:   true,
@@ -86,13 +103,9 @@ func guardedClient(cfg *app.MCPServerConfig, guard *upstream.Guard) *http.Client
 		IdleConnTimeout:     90 * time.Second,
 		TLSHandshakeTimeout: connectTimeout,
 	}
-	return &http.Client{
-		Transport: &originTransport{cfg: cfg, next: tr},
-		CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse
-		},
-	}
 }
+
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // originTransport adds the server's configured headers to each request
 // and refuses any request to another origin: the SSE transport posts to
@@ -101,6 +114,8 @@ func guardedClient(cfg *app.MCPServerConfig, guard *upstream.Guard) *http.Client
 type originTransport struct {
 	cfg  *app.MCPServerConfig
 	next http.RoundTripper
+	// tokens is the OAuth token source (nil: none configured).
+	tokens *tokens
 }
 
 // errOtherOrigin is the refusal of a request to another origin.
@@ -118,6 +133,9 @@ func (t *originTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header[k] = v
 	}
 	injectTrace(r)
+	if t.tokens != nil {
+		return t.tokens.authorize(r, t.next)
+	}
 	return t.next.RoundTrip(r)
 }
 
@@ -235,6 +253,9 @@ func (u *remote) close() {
 func unreachable(server string, err error) string {
 	if errors.Is(err, upstream.ErrBlocked) {
 		return fmt.Sprintf("the MCP server %q is not reachable: its address is not allowed by this route's egress policy (llm_mcp egress_allow)", server)
+	}
+	if errors.Is(err, errNoToken) {
+		return fmt.Sprintf("the MCP server %q is unavailable: the gateway could not obtain its access token", server)
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {

@@ -48,7 +48,7 @@ func TestGuardedClient(t *testing.T) {
 	cfg := testConfig(t, srv.URL+"/mcp")
 
 	refuse, _ := upstream.NewGuard(nil)
-	_, err := guardedClient(cfg, refuse).Get(srv.URL + "/mcp")
+	_, err := guardedClient(context.Background(), cfg, refuse).Get(srv.URL + "/mcp")
 	if !errors.Is(err, upstream.ErrBlocked) || conns.Load() != 0 {
 		t.Fatalf("loopback without egress_allow: %v, %d connections", err, conns.Load())
 	}
@@ -57,7 +57,7 @@ func TestGuardedClient(t *testing.T) {
 	}
 
 	allow, _ := upstream.NewGuard([]string{"loopback"})
-	hc := guardedClient(cfg, allow)
+	hc := guardedClient(context.Background(), cfg, allow)
 	resp, err := hc.Get(srv.URL + "/mcp")
 	if err != nil || resp.StatusCode != 204 {
 		t.Fatalf("allowed: %v %v", resp, err)

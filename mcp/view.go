@@ -31,6 +31,9 @@ const maxViews = 256
 type ref struct {
 	u    *remote
 	name string
+	// paramHeaders: the tool's schema asks for Mcp-Param headers, so its
+	// calls go through the SDK's client (rawcall.go).
+	paramHeaders bool
 }
 
 type view struct {
@@ -135,7 +138,7 @@ func (h *Handler) buildView(ups []*remote, ls []*listing, single bool) *view {
 			exposed := *t
 			exposed.Name = name
 			if addTool(v.server, &exposed, h.relayTool(u, t.Name)) {
-				v.tools[name] = ref{u: u, name: t.Name}
+				v.tools[name] = ref{u: u, name: t.Name, paramHeaders: paramHeaders(t)}
 			}
 		}
 		for _, p := range l.prompts {

@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/budgets"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity/handoff"
@@ -67,6 +68,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	realtimeSession := (r.URL.Path == "/v1/realtime" || r.URL.Path == "/v1/responses") && realtime.IsUpgrade(r)
 	if realtimeSession {
 		realtime.TakeSubprotocolKey(r.Header)
+	}
+	if app.MCPPath(r.URL.Path) {
+		// An MCP message is not a model request: each tools/call in it
+		// passes this stage on its own, with its server and tool, when
+		// llm_mcp meters it (app.AdmitCall), so the message is handed
+		// on uncounted with this stage's key.
+		if iss, carries := h.ctl.(issuer); carries {
+			st := handoff.New(iss.Issuer())
+			st.SetAdmission(h.key)
+			r = r.WithContext(handoff.With(r.Context(), st))
+		}
+		return next.ServeHTTP(w, r)
 	}
 	c := requester{h: h, r: r}
 	v, charge, ok := h.decide(w, r, &c)
