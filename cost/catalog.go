@@ -38,6 +38,12 @@ type Price struct {
 	HasAudioInput  bool
 	AudioOutput    float64
 	HasAudioOutput bool
+	// CachedAudioInput is the price of an audio input token read from
+	// the cache (LiteLLM's cache_read_input_audio_token_cost); used only
+	// when HasCachedAudioInput, else cached audio costs CachedInput.
+	// OpenAI's realtime mini models price the two differently.
+	CachedAudioInput    float64
+	HasCachedAudioInput bool
 	// BatchInput and BatchOutput are the prices of a prompt and a
 	// completion token in the provider's batch job API (LiteLLM's
 	// input_cost_per_token_batches, output_cost_per_token_batches); used

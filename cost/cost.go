@@ -64,10 +64,11 @@ func (p Price) Cost(u providers.Usage) float64 {
 // CostAudio returns what usage costs at price p when some of its tokens
 // are audio (a Realtime response): audioIn of the prompt tokens are
 // audio, cachedAudio of those read from the cache, and audioOut of the
-// completion tokens. Uncached audio input costs AudioInput and audio
-// output AudioOutput when the catalog has them; everything else, cached
-// audio included (OpenAI prices cached audio as cached text), is priced
-// as Cost prices it. Counts are clamped as Cost clamps them.
+// completion tokens. Uncached audio input costs AudioInput, cached audio
+// CachedAudioInput and audio output AudioOutput when the catalog has
+// them; everything else (cached audio without its own price included:
+// most OpenAI realtime models price it as cached text) is priced as Cost
+// prices it. Counts are clamped as Cost clamps them.
 func (p Price) CostAudio(u providers.Usage, audioIn, cachedAudio, audioOut int64) float64 {
 	prompt := max(u.PromptTokens, 0)
 	audioIn = min(max(audioIn, 0), prompt)
@@ -79,6 +80,11 @@ func (p Price) CostAudio(u providers.Usage, audioIn, cachedAudio, audioOut int64
 		billed := audioIn - cachedAudio
 		text.PromptTokens -= billed
 		extra += float64(billed) * p.AudioInput
+	}
+	if p.HasCachedAudioInput {
+		text.PromptTokens -= cachedAudio
+		text.CachedTokens = max(text.CachedTokens, 0) - cachedAudio
+		extra += float64(cachedAudio) * p.CachedAudioInput
 	}
 	if p.HasAudioOutput {
 		text.CompletionTokens -= audioOut

@@ -227,6 +227,8 @@ func BenchmarkCost(b *testing.B) {
 func TestCostAudio(t *testing.T) {
 	withAudio := Price{Input: 4e-6, Output: 16e-6, CachedInput: 0.4e-6, HasCachedInput: true, AudioInput: 32e-6, HasAudioInput: true, AudioOutput: 64e-6, HasAudioOutput: true}
 	textOnly := Price{Input: 4e-6, Output: 16e-6, CachedInput: 0.4e-6, HasCachedInput: true}
+	mini := Price{Input: 0.6e-6, Output: 2.4e-6, CachedInput: 0.06e-6, HasCachedInput: true, AudioInput: 10e-6, HasAudioInput: true,
+		CachedAudioInput: 0.3e-6, HasCachedAudioInput: true, AudioOutput: 20e-6, HasAudioOutput: true}
 	u := providers.Usage{PromptTokens: 100, CompletionTokens: 50, CachedTokens: 30}
 	for _, tc := range []struct {
 		name                       string
@@ -239,6 +241,8 @@ func TestCostAudio(t *testing.T) {
 		{"no audio prices: as Cost", textOnly, 40, 10, 40, textOnly.Cost(u)},
 		{"no audio tokens: as Cost", withAudio, 0, 0, 0, withAudio.Cost(u)},
 		{"counts clamped", withAudio, 1000, 1000, 1000, 70*32e-6 + 30*0.4e-6 + 50*64e-6},
+		// The mini models: cached audio 0.3e-6, cached text 0.06e-6.
+		{"cached audio priced", mini, 40, 10, 40, 30*10e-6 + 10*0.3e-6 + (100-30-30)*0.6e-6 + 20*0.06e-6 + 10*2.4e-6 + 40*20e-6},
 	} {
 		if got := tc.p.CostAudio(u, tc.audioIn, tc.cachedAudio, tc.aOut); !near(got, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
@@ -250,5 +254,30 @@ func TestCostAudio(t *testing.T) {
 	}
 	if p, ok := c.Price("openai", "gpt-realtime"); !ok || !p.HasAudioInput || p.AudioInput != 32e-6 || !p.HasAudioOutput || p.AudioOutput != 64e-6 {
 		t.Errorf("parsed %+v", p)
+	}
+}
+
+// TestBuiltinRealtimePrices: the built-in catalog prices the Realtime
+// models' audio (realtime.json), dated snapshots included, and reads the
+// cached-audio price.
+func TestBuiltinRealtimePrices(t *testing.T) {
+	for _, tc := range []struct {
+		model                     string
+		audioIn, cachedAudio, out float64
+	}{
+		{"gpt-realtime", 32e-6, 0.4e-6, 64e-6},
+		{"gpt-realtime-2025-08-28", 32e-6, 0.4e-6, 64e-6},
+		{"gpt-realtime-mini", 10e-6, 0.3e-6, 20e-6},
+		{"gpt-realtime-2", 32e-6, 0.4e-6, 64e-6},
+		{"gpt-4o-realtime-preview", 40e-6, 2.5e-6, 80e-6},
+	} {
+		p, ok := Builtin().Price("openai", tc.model)
+		if !ok || !p.HasAudioInput || !p.HasAudioOutput || !p.HasCachedAudioInput {
+			t.Errorf("%s: no audio prices (%v, %+v)", tc.model, ok, p)
+			continue
+		}
+		if !near(p.AudioInput, tc.audioIn) || !near(p.CachedAudioInput, tc.cachedAudio) || !near(p.AudioOutput, tc.out) {
+			t.Errorf("%s: audio %v/%v/%v, want %v/%v/%v", tc.model, p.AudioInput, p.CachedAudioInput, p.AudioOutput, tc.audioIn, tc.cachedAudio, tc.out)
+		}
 	}
 }

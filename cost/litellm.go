@@ -21,6 +21,13 @@ const MaxFileSize = 16 << 20
 //go:embed prices.json
 var builtinJSON []byte
 
+// realtimeJSON holds the Realtime API models' prices, audio included:
+// the price database prices.json is generated from has none of them, so
+// they are kept by hand from OpenAI's model pages (the file's _source).
+//
+//go:embed realtime.json
+var realtimeJSON []byte
+
 // builtin is parsed once, on first use rather than at start-up: the
 // generated catalog has some 1,850 entries and most processes that link
 // this package (tools, tests) never price anything. A broken embedded
@@ -34,7 +41,11 @@ var builtin = sync.OnceValue(func() *Catalog {
 	if err != nil {
 		panic("cost: embedded windows.json: " + err.Error())
 	}
-	return c.merge(w)
+	r, err := Parse(realtimeJSON)
+	if err != nil {
+		panic("cost: embedded realtime.json: " + err.Error())
+	}
+	return c.merge(w).merge(r)
 })
 
 // Builtin returns the catalog shipped with the gateway.
@@ -128,6 +139,7 @@ type entry struct {
 	Reasoning  *float64 `json:"output_cost_per_reasoning_token"`
 	AudioIn    *float64 `json:"input_cost_per_audio_token"`
 	AudioOut   *float64 `json:"output_cost_per_audio_token"`
+	AudioCache *float64 `json:"cache_read_input_audio_token_cost"`
 	BatchIn    *float64 `json:"input_cost_per_token_batches"`
 	BatchOut   *float64 `json:"output_cost_per_token_batches"`
 	MaxInput   *float64 `json:"max_input_tokens"`
@@ -140,7 +152,8 @@ type entry struct {
 // values carry input_cost_per_token, output_cost_per_token,
 // cache_read_input_token_cost, cache_creation_input_token_cost,
 // output_cost_per_reasoning_token, input_cost_per_audio_token,
-// output_cost_per_audio_token, input_cost_per_token_batches,
+// output_cost_per_audio_token, cache_read_input_audio_token_cost,
+// input_cost_per_token_batches,
 // output_cost_per_token_batches (US dollars per token), max_input_tokens
 // (the context window, window.go) and litellm_provider. The provider is litellm_provider when
 // the gateway knows it, else the key's prefix when that names a known
@@ -202,7 +215,7 @@ func (e *entry) price() (Price, error) {
 		dst *float64
 		has *bool
 	}{{e.Input, &p.Input, nil}, {e.Output, &p.Output, nil}, {e.CacheRead, &p.CachedInput, &p.HasCachedInput}, {e.CacheWrite, &p.CacheWrite, &p.HasCacheWrite}, {e.Reasoning, &p.Reasoning, &p.HasReasoning},
-		{e.AudioIn, &p.AudioInput, &p.HasAudioInput}, {e.AudioOut, &p.AudioOutput, &p.HasAudioOutput},
+		{e.AudioIn, &p.AudioInput, &p.HasAudioInput}, {e.AudioOut, &p.AudioOutput, &p.HasAudioOutput}, {e.AudioCache, &p.CachedAudioInput, &p.HasCachedAudioInput},
 		{e.BatchIn, &p.BatchInput, &p.HasBatch}, {e.BatchOut, &p.BatchOutput, &p.HasBatch}} {
 		if f.v == nil {
 			continue
