@@ -238,7 +238,16 @@ type socketMeter struct {
 
 // Open implements realtime.Meter.
 func (m *socketMeter) Open(id string) (realtime.Charge, *realtime.Refusal) {
-	g, who := m.g, m.q.Identity
+	g := m.g
+	// The key is authenticated again for each response, so one revoked,
+	// expired or rotated out while the socket is open ends the session
+	// at its next response, as it refuses the next HTTP request.
+	who, ok := g.app.Authenticate(m.q.Header.APIKey)
+	if !ok {
+		e := g.app.AuthError(m.q.Header.APIKey)
+		code, _ := e.Code.(string)
+		return nil, &realtime.Refusal{Type: e.Type, Code: code, Message: e.Message, Status: http.StatusUnauthorized}
+	}
 	st := handoff.New(g.app.Issuer())
 	st.SetGiven(who)
 	ctx := handoff.With(context.Background(), st)

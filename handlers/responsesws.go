@@ -70,7 +70,7 @@ func (g *Gateway) serveResponsesWS(r *http.Request, q *Request, f *flight) error
 		// Accept answered the client itself (a bad handshake).
 		return nil
 	}
-	resp := &wsResponder{g: g, id: q.Identity, header: responsesHeader(r.Header),
+	resp := &wsResponder{g: g, id: q.Identity, key: q.Header.APIKey, header: responsesHeader(r.Header),
 		admission: handoff.From(r.Context()).Admission(g.app.Issuer())}
 	s := realtime.NewResponsesSession(conn, lim, resp)
 	if !g.hub.Add(s) {
@@ -102,10 +102,16 @@ func responsesHeader(h http.Header) http.Header {
 }
 
 // wsResponder runs a socket's responses as its upgrade's caller: the
-// key authenticated once at the upgrade, the stage that admitted it.
+// key authenticated at the upgrade, the stage that admitted it. The key
+// is authenticated again before each response, so a key revoked,
+// expired or changed while the socket is open is seen at the next
+// response.create, as the next HTTP request would see it.
 type wsResponder struct {
-	g         *Gateway
-	id        *identity.Caller
+	g  *Gateway
+	id *identity.Caller
+	// key is the gateway key the upgrade presented (a token for an
+	// identity provider's caller).
+	key       string
 	header    http.Header
 	admission string
 	// usage sums the responses' usage, for the socket's log line.
@@ -114,6 +120,13 @@ type wsResponder struct {
 
 // Respond implements realtime.Responder.
 func (w *wsResponder) Respond(ctx context.Context, c realtime.Create, send func([]byte) error) *realtime.Refusal {
+	id, ok := w.g.app.Authenticate(w.key)
+	if !ok {
+		e := w.g.app.AuthError(w.key)
+		code, _ := e.Code.(string)
+		return &realtime.Refusal{Type: e.Type, Code: code, Message: e.Message, Status: http.StatusUnauthorized}
+	}
+	w.id = id
 	out := &wsAnswer{header: make(http.Header), send: send}
 	f, err := w.g.runInput(ctx, &Input{Path: responsesPath, Header: w.header, Body: c.Body, Identity: w.id, Admission: w.admission}, out)
 	if err != nil {

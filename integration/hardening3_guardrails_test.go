@@ -51,9 +51,11 @@ func (h *slowHook) free() {
 	}
 }
 
-// chatWithPrompt is a chat body whose user message is prompt.
+// chatWithPrompt is a chat body whose user message is prompt, for a
+// model without a context window in the catalog (some prompts are over
+// 128k tokens, which token preflight would refuse for gpt-4o-mini).
 func chatWithPrompt(prompt string) []byte {
-	b, _ := json.Marshal(map[string]any{"model": "gpt-4o-mini", "messages": []any{map[string]any{"role": "user", "content": prompt}}})
+	b, _ := json.Marshal(map[string]any{"model": largeBodyModel, "messages": []any{map[string]any{"role": "user", "content": prompt}}})
 	return b
 }
 

@@ -360,3 +360,50 @@ func TestRealtimeReloadCloseDelay(t *testing.T) {
 		t.Errorf("after the reload's close delay: %v, want 1001", err)
 	}
 }
+
+// TestRealtimeKeyRevoked: a key revoked while its Realtime session is
+// open is refused at the session's next response (the key is
+// authenticated again as each response is reserved): an error event
+// with the API's 401 code and close 1008.
+func TestRealtimeKeyRevoked(t *testing.T) {
+	up := newFakeRealtime(t)
+	newKeysSite(t, fmt.Sprintf("virtual_key vk-rt {\n\t\t\tprovider openai\n\t\t\tapi_key %s\n\t\t\tcustom_host %s/v1\n\t\t}",
+		realtimeProviderKey, up.URL)).load(t)
+	var created createdKey
+	as(t, keysAdminKey, "POST", "/api-keys/workspace/service", `{"name":"rt-revoked","scopes":["completions.write"]}`, 200, &created)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, wsURL("gpt-realtime"), &websocket.DialOptions{HTTPHeader: http.Header{
+		"Authorization": {"Bearer " + created.Key}, "X-Gateway-Virtual-Key": {"vk-rt"}}})
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer c.CloseNow()
+	recv := func(ctx context.Context) (json.RawMessage, error) {
+		_, m, err := c.Read(ctx)
+		return m, err
+	}
+	recvUntil(t, ctx, recv, "session.created")
+	if err := c.Write(ctx, websocket.MessageText, []byte(`{"type":"response.create"}`)); err != nil {
+		t.Fatal(err)
+	}
+	recvUntil(t, ctx, recv, "response.done")
+
+	as(t, keysAdminKey, "DELETE", "/api-keys/"+created.ID, "", 200, nil)
+	if err := c.Write(ctx, websocket.MessageText, []byte(`{"type":"response.create"}`)); err != nil {
+		t.Fatal(err)
+	}
+	_, evs := recvUntil(t, ctx, recv, "error")
+	if ev := evs[len(evs)-1]; gjson.GetBytes(ev, "error.code").Str != "api_key_revoked" {
+		t.Errorf("error event %s, want api_key_revoked", ev)
+	}
+	for _, e := range evs {
+		if gjson.GetBytes(e, "type").Str == "response.output_text.delta" {
+			t.Errorf("the revoked key's response reached the client: %s", e)
+		}
+	}
+	_, _, err = c.Read(ctx)
+	if code := websocket.CloseStatus(err); code != websocket.StatusPolicyViolation {
+		t.Errorf("closed with %v (%v), want 1008", code, err)
+	}
+}

@@ -255,3 +255,51 @@ func TestResponsesWebSocketNpmClient(t *testing.T) {
 		prev = r.Get("id").Str
 	}
 }
+
+// TestResponsesWebSocketKeyRevoked: a key revoked while its Responses
+// WebSocket is open is refused at the socket's next response.create
+// (the key is authenticated again before each response): one error
+// event with the API's 401 code, close 1008, no provider call.
+func TestResponsesWebSocketKeyRevoked(t *testing.T) {
+	up := responsesAnthropic(t)
+	newKeysSite(t, "").load(t)
+	var created createdKey
+	as(t, keysAdminKey, "POST", "/api-keys/workspace/service", `{"name":"ws-revoked","scopes":["completions.write"]}`, 200, &created)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, responsesWSURL(), &websocket.DialOptions{HTTPHeader: http.Header{
+		"Authorization": {"Bearer " + anthropicKey}, "X-Gateway-Api-Key": {created.Key},
+		"X-Gateway-Provider": {"anthropic"}, "X-Gateway-Custom-Host": {up.URL}}})
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer c.CloseNow()
+	recv := func(ctx context.Context) (json.RawMessage, error) {
+		_, m, err := c.Read(ctx)
+		return m, err
+	}
+	create := []byte(`{"type":"response.create","model":"claude-sonnet-4-5","input":"hello"}`)
+	if err := c.Write(ctx, websocket.MessageText, create); err != nil {
+		t.Fatal(err)
+	}
+	recvUntil(t, ctx, recv, "response.completed")
+	seen := func() int { up.mu.Lock(); defer up.mu.Unlock(); return len(up.seen) }
+	calls := seen()
+
+	as(t, keysAdminKey, "DELETE", "/api-keys/"+created.ID, "", 200, nil)
+	if err := c.Write(ctx, websocket.MessageText, create); err != nil {
+		t.Fatal(err)
+	}
+	_, evs := recvUntil(t, ctx, recv, "error")
+	ev := evs[len(evs)-1]
+	if len(evs) != 1 || gjson.GetBytes(ev, "error.code").Str != "api_key_revoked" || gjson.GetBytes(ev, "status").Int() != 401 {
+		t.Errorf("events %v, want one error event api_key_revoked, status 401", evs)
+	}
+	_, _, err = c.Read(ctx)
+	if code := websocket.CloseStatus(err); code != websocket.StatusPolicyViolation {
+		t.Errorf("closed with %v (%v), want 1008", code, err)
+	}
+	if seen() != calls {
+		t.Error("the revoked key's response reached the provider")
+	}
+}

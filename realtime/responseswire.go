@@ -162,8 +162,10 @@ func ResponsesErrorEvent(r *Refusal, streamID string) []byte {
 
 // EndsSession reports whether r, the answer to a response.create, ends
 // the session: a limit's refusal (a spent budget, 412; a rate limit,
-// 429), as it does a Realtime session. Other errors (a bad request, a
+// 429), as it does a Realtime session, and a key no longer valid (401:
+// revoked, expired or rotated out since the upgrade). Other errors (a bad request, a
 // provider's failure) leave the socket open for the next response.
 func (r *Refusal) EndsSession() bool {
-	return r.Status == http.StatusPreconditionFailed || r.Status == http.StatusTooManyRequests
+	return r.Status == http.StatusPreconditionFailed || r.Status == http.StatusTooManyRequests ||
+		r.Status == http.StatusUnauthorized
 }
