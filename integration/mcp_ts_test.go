@@ -11,32 +11,24 @@ import (
 )
 
 // tsClientDir holds the TypeScript SDK client script and its package
-// (node_modules installed with `npm ci` there; not in the repository).
+// (node_modules installed by npmInstalled; not in the repository).
 const tsClientDir = "testdata/mcp-ts-client"
 
 // TestMCPTypeScriptClient: the official TypeScript SDK
 // (@modelcontextprotocol/sdk, Streamable HTTP) connects to /mcp with a
 // gateway key, negotiates a version, lists the aggregated tools in order
 // and calls one, and a tool the
-// key may not use is refused by name with -32602. Without node or the
-// package installed it skips, unless REQUIRE_NODE=1.
+// key may not use is refused by name with -32602. The package is
+// installed with npm ci on first use (npmInstalled: skipped only without
+// node/npm or the npm registry).
 func TestMCPTypeScriptClient(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err == nil {
-		_, err = os.Stat(filepath.Join(tsClientDir, "node_modules", "@modelcontextprotocol", "sdk", "package.json"))
-	}
-	if err != nil {
-		if os.Getenv("REQUIRE_NODE") == "1" {
-			t.Fatalf("node or the TypeScript SDK is missing (run npm ci in integration/%s): %v", tsClientDir, err)
-		}
-		t.Skipf("skipping: node or the TypeScript SDK is missing (npm ci in integration/%s): %v", tsClientDir, err)
-	}
+	dir := npmInstalled(t, tsClientDir, filepath.Join("@modelcontextprotocol", "sdk", "package.json"))
 	files := newFakeMCP(t, false, fakeTool{name: "read"}, fakeTool{name: "write"})
 	secret := newFakeMCP(t, false, fakeTool{name: "leak"})
 	loadFresh(t, mcpSite(t, mcpServerBlock("files", files.URL, "allow test")+mcpServerBlock("secret", secret.URL, "allow other"),
 		"egress_allow loopback"))
-	cmd := exec.Command(node, "client.mjs")
-	cmd.Dir = tsClientDir
+	cmd := exec.Command("node", "client.mjs")
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "MCP_URL="+mcpURL(""), "MCP_KEY="+gatewayKey, "MCP_TOOL=files__read", "MCP_DENIED=secret__leak")
 	out, err := cmd.CombinedOutput()
 	if err != nil {

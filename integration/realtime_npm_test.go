@@ -24,26 +24,41 @@ import (
 // them runs npm ci there. Without node or npm, or with the npm registry
 // unreachable, the tests skip saying so.
 
-var (
-	npmOnce sync.Once
-	npmErr  string
-)
-
 // nodeClients returns the directory of the node client scripts, with
 // their packages installed.
 func nodeClients(t *testing.T) string {
 	t.Helper()
-	dir, err := filepath.Abs(filepath.Join("testdata", "node"))
+	return npmInstalled(t, filepath.Join("testdata", "node"), filepath.Join("openai", "package.json"))
+}
+
+// npmInstall is one directory's npm ci, run once per test process.
+type npmInstall struct {
+	once sync.Once
+	err  string
+}
+
+// npmInstalls holds an *npmInstall per directory.
+var npmInstalls sync.Map
+
+// npmInstalled returns dir (made absolute) with its locked packages
+// installed by npm ci, unless node_modules already holds marker. It
+// skips when node or npm is missing or the npm registry is unreachable,
+// and fails on any other npm error.
+func npmInstalled(t *testing.T, dir, marker string) string {
+	t.Helper()
+	dir, err := filepath.Abs(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, bin := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("%s is not installed: the openai npm client is not tried", bin)
+			t.Skipf("%s is not installed: the npm clients of %s are not tried", bin, dir)
 		}
 	}
-	npmOnce.Do(func() {
-		if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err == nil {
+	v, _ := npmInstalls.LoadOrStore(dir, &npmInstall{})
+	in := v.(*npmInstall)
+	in.once.Do(func() {
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", marker)); err == nil {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -51,14 +66,14 @@ func nodeClients(t *testing.T) string {
 		cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
 		cmd.Dir = dir
 		if out, err := cmd.CombinedOutput(); err != nil {
-			npmErr = err.Error() + ": " + string(out)
+			in.err = err.Error() + ": " + string(out)
 		}
 	})
-	if npmErr != "" {
-		if registryUnreachable(npmErr) {
-			t.Skipf("the npm registry is unreachable, the openai npm package could not be installed: %s", npmErr)
+	if in.err != "" {
+		if registryUnreachable(in.err) {
+			t.Skipf("the npm registry is unreachable, the packages of %s could not be installed: %s", dir, in.err)
 		}
-		t.Fatalf("npm ci in %s: %s", dir, npmErr)
+		t.Fatalf("npm ci in %s: %s", dir, in.err)
 	}
 	return dir
 }
