@@ -94,12 +94,16 @@ func (h *Handler) budgetsAction(w http.ResponseWriter, r *http.Request, c *ctx, 
 		return
 	}
 	limit, limitErr := strconv.ParseFloat(strings.TrimSpace(r.PostFormValue("credit_limit")), 64)
+	// A refusal shows the budgets page again, the create form as typed.
+	refuse := func(status int, msg string) {
+		h.refill(w, r, c, status, msg, map[string]string{"create": "create-budget"}[action], "/budgets", h.budgetsPage)
+	}
 	var method, path string
 	var body any
 	switch action {
 	case "create":
 		if limitErr != nil {
-			h.fail(w, r, c, http.StatusBadRequest, "credit_limit must be a number")
+			refuse(http.StatusBadRequest, "the limit must be a number")
 			return
 		}
 		key := strings.TrimSpace(r.PostFormValue("api_key"))
@@ -112,14 +116,14 @@ func (h *Handler) budgetsAction(w http.ResponseWriter, r *http.Request, c *ctx, 
 			"group_by": []map[string]string{{"key": "api_key"}}}
 	case "update":
 		if limitErr != nil {
-			h.fail(w, r, c, http.StatusBadRequest, "credit_limit must be a number")
+			refuse(http.StatusBadRequest, "the limit must be a number")
 			return
 		}
 		// A PUT replaces the settings: start from the limit as it is.
 		path = "/policies/usage-limits/" + url.PathEscape(id)
 		var cur map[string]json.RawMessage
 		if err := h.getJSON(r, c.s.key, path, nil, &cur); err != nil {
-			h.fail(w, r, c, statusOf(err), "update: "+err.Error())
+			refuse(statusOf(err), "update: "+err.Error())
 			return
 		}
 		m := make(map[string]any, len(budgetFields))
@@ -137,7 +141,7 @@ func (h *Handler) budgetsAction(w http.ResponseWriter, r *http.Request, c *ctx, 
 		return
 	}
 	if _, _, _, err := h.call(r.Context(), r, c.s.key, method, path, nil, body); err != nil {
-		h.fail(w, r, c, statusOf(err), action+": "+err.Error())
+		refuse(statusOf(err), action+": "+err.Error())
 		return
 	}
 	h.sessions.setFlash(c.id, "budget "+map[string]string{"create": "created", "update": "updated", "delete": "deleted"}[action])
