@@ -50,18 +50,21 @@ func keptValues(r *http.Request) url.Values {
 	return out
 }
 
-// refill answers a refused form: the page back (a console path with its
-// query, as a redirect after success would name it) rendered again as
-// a GET, with status, msg beside the form name and the values typed.
+// refill answers a refused form: show, the page back (a console path
+// with its query, as a redirect after success would name it), rendered
+// again as a GET, with status, msg beside the form name and the values
+// typed.
 func (h *Handler) refill(w http.ResponseWriter, r *http.Request, c *ctx, status int, msg, name, back string, show func(http.ResponseWriter, *http.Request, *ctx)) {
 	u, err := url.Parse(back)
 	if err != nil {
 		h.fail(w, r, c, status, msg)
 		return
 	}
+	// Only the query is the page's: the path stays the one the browser
+	// posted to, from which the mount prefix of every link is found.
 	r2 := r.Clone(r.Context())
 	r2.Method = http.MethodGet
-	r2.URL.Path, r2.URL.RawQuery = u.Path, u.RawQuery
+	r2.URL.RawQuery = u.RawQuery
 	c2 := *c
 	c2.form = &formState{Name: name, Msg: msg, Inline: name != "", values: keptValues(r)}
 	c2.status = status

@@ -25,7 +25,7 @@ func pageShots(t *testing.T) string {
 // shotTo saves a screenshot of the page as dir/name.png.
 func (b *browser) shotTo(t *testing.T, dir, name string) {
 	t.Helper()
-	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(90))
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
@@ -137,13 +137,18 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	// A typo'd scope: the API's 400 beside the create form, what was
 	// typed still in it.
 	b.run(t, "a key with a typo'd scope", chromedp.Navigate(base+"/keys"), chromedp.WaitVisible(chromedp.CSS("#create")),
-		chromedp.SendKeys(chromedp.CSS("#name"), "typo-key"), chromedp.SetValue(chromedp.CSS("#scopes"), "completions.write, logs.raed"),
+		chromedp.SendKeys(chromedp.CSS("#name"), "typo-key"), chromedp.SetValue(chromedp.CSS("#scopes"), "completions.write, logsread"),
 		chromedp.Submit(chromedp.CSS("#create")), chromedp.WaitVisible(chromedp.CSS("#create #error")))
-	if got := b.text(t, "#create #error"); !strings.Contains(got, "unknown scope") || !strings.Contains(got, "logs.raed") {
+	if got := b.text(t, "#create #error"); !strings.Contains(got, "unknown scope") || !strings.Contains(got, "logsread") {
 		t.Fatalf("the refusal beside the form %q", got)
 	}
-	if n, s := b.value(t, "#name"), b.value(t, "#scopes"); n != "typo-key" || s != "completions.write, logs.raed" {
+	if n, s := b.value(t, "#name"), b.value(t, "#scopes"); n != "typo-key" || s != "completions.write, logsread" {
 		t.Fatalf("the form after the refusal: name %q scopes %q", n, s)
+	}
+	// The page is the console's, under its mount: its links and style
+	// sheet start with /console.
+	if !b.has(t, `nav a[href="/console/keys"]`) || !b.has(t, `link[href="/console/static/console.css"]`) {
+		t.Fatal("the refused form's page lost the console's prefix")
 	}
 	b.shotTo(t, shots, "key-form-error")
 	b.forget("the server responded with a status of 400")
