@@ -21,6 +21,10 @@ type ctx struct {
 	// who is the key's identity now (a revoked key signs the session
 	// out on its next page).
 	who *identity.Caller
+	// form and status, when set, are a refused form the page is
+	// rendered again for, and the status to answer (forms.go).
+	form   *formState
+	status int
 }
 
 // can reports whether the signed-in key holds scope, to show a page's
@@ -40,7 +44,9 @@ type page struct {
 	// Refresh, when set, moves the browser on to it (a meta refresh:
 	// no script, so the CSP stays as it is).
 	Refresh string
-	Data    any
+	// Form is a refused form to show again (forms.go).
+	Form formState
+	Data any
 }
 
 // current returns the signed-in request, or sends the browser to sign in.
@@ -113,6 +119,15 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, c *ctx, status in
 // renderFor renders a signed-in page.
 func (h *Handler) renderFor(w http.ResponseWriter, r *http.Request, c *ctx, status int, name string, p *page) {
 	p.CSRF = c.s.csrf
+	if c.form != nil {
+		p.Form = *c.form
+		if !c.form.Inline && p.Err == "" {
+			p.Err = c.form.Msg
+		}
+		if status == http.StatusOK {
+			status = c.status
+		}
+	}
 	if c.who != nil {
 		p.Who = c.who.Name
 	}

@@ -2,6 +2,7 @@ package console
 
 import (
 	"encoding/json"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -94,12 +95,16 @@ func (h *Handler) budgetsAction(w http.ResponseWriter, r *http.Request, c *ctx, 
 		return
 	}
 	limit, limitErr := strconv.ParseFloat(strings.TrimSpace(r.PostFormValue("credit_limit")), 64)
+	// A refusal shows the budgets page again, the create form as typed.
+	refuse := func(status int, msg string) {
+		h.refill(w, r, c, status, msg, map[string]string{"create": "create-budget"}[action], "/budgets", h.budgetsPage)
+	}
 	var method, path string
 	var body any
 	switch action {
 	case "create":
 		if limitErr != nil {
-			h.fail(w, r, c, http.StatusBadRequest, "credit_limit must be a number")
+			refuse(http.StatusBadRequest, "the limit must be a number")
 			return
 		}
 		key := strings.TrimSpace(r.PostFormValue("api_key"))
@@ -112,14 +117,14 @@ func (h *Handler) budgetsAction(w http.ResponseWriter, r *http.Request, c *ctx, 
 			"group_by": []map[string]string{{"key": "api_key"}}}
 	case "update":
 		if limitErr != nil {
-			h.fail(w, r, c, http.StatusBadRequest, "credit_limit must be a number")
+			refuse(http.StatusBadRequest, "the limit must be a number")
 			return
 		}
 		// A PUT replaces the settings: start from the limit as it is.
 		path = "/policies/usage-limits/" + url.PathEscape(id)
 		var cur map[string]json.RawMessage
 		if err := h.getJSON(r, c.s.key, path, nil, &cur); err != nil {
-			h.fail(w, r, c, statusOf(err), "update: "+err.Error())
+			refuse(statusOf(err), "update: "+err.Error())
 			return
 		}
 		m := make(map[string]any, len(budgetFields))
@@ -137,9 +142,59 @@ func (h *Handler) budgetsAction(w http.ResponseWriter, r *http.Request, c *ctx, 
 		return
 	}
 	if _, _, _, err := h.call(r.Context(), r, c.s.key, method, path, nil, body); err != nil {
-		h.fail(w, r, c, statusOf(err), action+": "+err.Error())
+		refuse(statusOf(err), action+": "+err.Error())
 		return
 	}
 	h.sessions.setFlash(c.id, "budget "+map[string]string{"create": "created", "update": "updated", "delete": "deleted"}[action])
 	h.redirect(w, r, "/budgets")
 }
+
+// nearShare is the share of a limit spent from which the budgets view
+// flags a group as near its limit.
+const nearShare = 0.8
+
+// Share is how much of its limit the group has spent, 0 to 1 and past
+// 1 when the last requests cost more than they reserved; a limit of 0
+// counts as spent.
+func (s *spendRow) Share() float64 {
+	if s.CreditLimit <= 0 {
+		return 1
+	}
+	return s.Used / s.CreditLimit
+}
+
+// Percent is Share as the page writes it ("82%").
+func (s *spendRow) Percent() string {
+	return strconv.FormatFloat(math.Floor(s.Share()*100), 'f', 0, 64) + "%"
+}
+
+// Level flags the group: "over" (nothing left), "near" (at least 80 %
+// spent) or "".
+func (s *spendRow) Level() string {
+	switch {
+	case s.Status == "exhausted" || s.Remaining <= 0 || s.Share() >= 1:
+		return "over"
+	case s.Share() >= nearShare:
+		return "near"
+	}
+	return ""
+}
+
+// Flagged counts the groups shown that are over and near their limits.
+func (d *spendData) Flagged() (over, near int) {
+	for i := range d.Rows {
+		switch d.Rows[i].Level() {
+		case "over":
+			over++
+		case "near":
+			near++
+		}
+	}
+	return over, near
+}
+
+// Over is the number of groups shown with nothing left.
+func (d *spendData) Over() int { o, _ := d.Flagged(); return o }
+
+// Near is the number of groups shown at 80 % of their limit or more.
+func (d *spendData) Near() int { _, n := d.Flagged(); return n }

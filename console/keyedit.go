@@ -57,6 +57,13 @@ func (h *Handler) keyEditPage(w http.ResponseWriter, r *http.Request, c *ctx) {
 		d.Reset = lim.Reset
 	}
 	p.Title = "Key " + d.Key.Name
+	if f := c.form; f != nil && f.Name == "edit-key" {
+		// A refused save: the form shows what was typed.
+		d.Key.Description, d.Key.Status = f.values.Get("description"), f.values.Get("status")
+		d.Key.AllowedModels = splitList(f.values.Get("allowed_models"))
+		d.Key.Defaults.VirtualKey, d.Key.Defaults.ConfigID = f.values.Get("default_virtual_key"), f.values.Get("default_config")
+		d.Credit, d.Reset = f.values.Get("credit_limit"), f.values.Get("periodic_reset")
+	}
 	h.renderFor(w, r, c, http.StatusOK, "keyedit", p)
 }
 
@@ -71,16 +78,14 @@ func (h *Handler) keyUpdate(w http.ResponseWriter, r *http.Request, c *ctx) {
 	}
 	path := "/api-keys/" + url.PathEscape(id)
 	var cur keyDetail
+	back := "/keys/edit?id=" + url.QueryEscape(id)
+	// A refusal shows the edit page again with what was typed.
+	refuse := func(status int, msg string) { h.refill(w, r, c, status, msg, "edit-key", back, h.keyEditPage) }
 	if err := h.getJSON(r, c.s.key, path, nil, &cur); err != nil {
-		h.fail(w, r, c, statusOf(err), "update: "+err.Error())
+		refuse(statusOf(err), "update: "+err.Error())
 		return
 	}
-	models := []string{}
-	for _, m := range strings.Split(r.PostFormValue("allowed_models"), ",") {
-		if m = strings.TrimSpace(m); m != "" {
-			models = append(models, m)
-		}
-	}
+	models := splitList(r.PostFormValue("allowed_models"))
 	defaults := map[string]any{"virtual_key": strings.TrimSpace(r.PostFormValue("default_virtual_key")),
 		"config_id": strings.TrimSpace(r.PostFormValue("default_config"))}
 	if len(cur.Defaults.Metadata) > 0 {
@@ -96,7 +101,7 @@ func (h *Handler) keyUpdate(w http.ResponseWriter, r *http.Request, c *ctx) {
 	default:
 		v, err := strconv.ParseFloat(credit, 64)
 		if err != nil || v < 0 {
-			h.fail(w, r, c, http.StatusBadRequest, "the spending limit is a number of dollars")
+			refuse(http.StatusBadRequest, "the spending limit is a number of dollars")
 			return
 		}
 		reset := r.PostFormValue("periodic_reset")
@@ -106,9 +111,21 @@ func (h *Handler) keyUpdate(w http.ResponseWriter, r *http.Request, c *ctx) {
 		body["usage_limits"] = map[string]any{"credit_limit": v, "periodic_reset": reset}
 	}
 	if _, _, _, err := h.call(r.Context(), r, c.s.key, http.MethodPut, path, nil, body); err != nil {
-		h.fail(w, r, c, statusOf(err), "update: "+err.Error())
+		refuse(statusOf(err), "update: "+err.Error())
 		return
 	}
 	h.sessions.setFlash(c.id, "key saved")
-	h.redirect(w, r, "/keys/edit?id="+url.QueryEscape(id))
+	h.redirect(w, r, back)
+}
+
+// splitList is a comma-separated field's items, trimmed, the empty ones
+// dropped; never nil, so an empty field sends [] (none).
+func splitList(s string) []string {
+	out := []string{}
+	for _, m := range strings.Split(s, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			out = append(out, m)
+		}
+	}
+	return out
 }

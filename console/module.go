@@ -287,6 +287,9 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, c *ctx, path str
 	case path == "/prompts":
 		h.promptsPage(w, r, c)
 		return
+	case strings.HasPrefix(path, "/prompts/") && post:
+		h.promptsAction(w, r, c, strings.TrimPrefix(path, "/prompts/"))
+		return
 	case path == "/configs" && !post:
 		h.configsPage(w, r, c)
 		return

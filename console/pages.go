@@ -262,7 +262,7 @@ func (h *Handler) keysAction(w http.ResponseWriter, r *http.Request, c *ctx, act
 			grace, err = strconv.ParseInt(g, 10, 64)
 		}
 		if err != nil || grace < 0 || grace > maxGraceMinutes {
-			h.fail(w, r, c, http.StatusBadRequest, fmt.Sprintf("the grace period is a number of minutes from 0 to %d (30 days)", maxGraceMinutes))
+			h.refill(w, r, c, http.StatusBadRequest, fmt.Sprintf("the grace period is a number of minutes from 0 to %d (30 days)", maxGraceMinutes), "", "/keys", h.keysPage)
 			return
 		}
 		body = map[string]any{"key_transition_period_ms": grace * 60000}
@@ -279,7 +279,12 @@ func (h *Handler) keysAction(w http.ResponseWriter, r *http.Request, c *ctx, act
 	}
 	_, _, raw, err := h.call(r.Context(), r, c.s.key, method, path, nil, body)
 	if err != nil {
-		h.fail(w, r, c, statusOf(err), fmt.Sprintf("%s: %v", action, err))
+		// The keys page again, the create form as it was typed.
+		form := ""
+		if action == "create" {
+			form = "create"
+		}
+		h.refill(w, r, c, statusOf(err), fmt.Sprintf("%s: %v", action, err), form, "/keys", h.keysPage)
 		return
 	}
 	var out struct {

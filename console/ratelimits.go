@@ -169,6 +169,10 @@ func (h *Handler) rateLimitsAction(w http.ResponseWriter, r *http.Request, c *ct
 		return
 	}
 	value, valueErr := strconv.ParseFloat(strings.TrimSpace(r.PostFormValue("value")), 64)
+	// A refusal shows the budgets page again, the create form as typed.
+	refuse := func(status int, msg string) {
+		h.refill(w, r, c, status, msg, map[string]string{"create": "create-rate"}[action], "/budgets", h.budgetsPage)
+	}
 	var method, path string
 	var body any
 	switch action {
@@ -178,7 +182,7 @@ func (h *Handler) rateLimitsAction(w http.ResponseWriter, r *http.Request, c *ct
 			key = "*"
 		}
 		if valueErr != nil {
-			h.fail(w, r, c, http.StatusBadRequest, "the limit must be a number")
+			refuse(http.StatusBadRequest, "the limit must be a number")
 			return
 		}
 		m := map[string]any{"type": r.PostFormValue("type"), "unit": r.PostFormValue("unit"), "value": value,
@@ -189,7 +193,7 @@ func (h *Handler) rateLimitsAction(w http.ResponseWriter, r *http.Request, c *ct
 		method, path, body = http.MethodPost, "/policies/rate-limits", m
 	case "update":
 		if valueErr != nil {
-			h.fail(w, r, c, http.StatusBadRequest, "the limit must be a number")
+			refuse(http.StatusBadRequest, "the limit must be a number")
 			return
 		}
 		// A PUT keeps the fields it does not name.
@@ -201,7 +205,7 @@ func (h *Handler) rateLimitsAction(w http.ResponseWriter, r *http.Request, c *ct
 		return
 	}
 	if _, _, _, err := h.call(r.Context(), r, c.s.key, method, path, nil, body); err != nil {
-		h.fail(w, r, c, statusOf(err), "rate limit "+action+": "+err.Error())
+		refuse(statusOf(err), "rate limit "+action+": "+err.Error())
 		return
 	}
 	h.sessions.setFlash(c.id, "rate limit "+map[string]string{"create": "created", "update": "updated", "archive": "archived"}[action])

@@ -77,7 +77,9 @@ func (h *Handler) virtualKeysAction(w http.ResponseWriter, r *http.Request, c *c
 		return
 	}
 	if _, _, _, err := h.call(r.Context(), r, c.s.key, method, path, nil, body); err != nil {
-		h.fail(w, r, c, statusOf(err), action+": "+err.Error())
+		// The page again, the create form as typed but for the
+		// provider key, which is typed again.
+		h.refill(w, r, c, statusOf(err), action+": "+err.Error(), map[string]string{"create": "create-vk"}[action], "/virtual-keys", h.virtualKeysPage)
 		return
 	}
 	h.sessions.setFlash(c.id, "virtual key "+map[string]string{"create": "created", "delete": "deleted"}[action])
