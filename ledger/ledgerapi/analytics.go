@@ -60,6 +60,30 @@ func bucketFor(from, to time.Time) time.Duration {
 	}
 }
 
+// buckets are the graphs' bucket choices, by the name ?bucket= gives.
+var buckets = map[string]time.Duration{"minute": time.Minute, "hour": time.Hour, "day": 24 * time.Hour, "week": 7 * 24 * time.Hour}
+
+// maxPoints bounds a graph's buckets when ?bucket= picks their size.
+const maxPoints = 1000
+
+// bucket is the graph's bucket: ?bucket= (minute, hour, day or week)
+// when given, so a chart can ask for a finer one than bucketFor's (a
+// week by hours), else bucketFor's. At most maxPoints buckets.
+func (c *call) bucket(from, to time.Time) (time.Duration, error) {
+	v := c.q.Get("bucket")
+	if v == "" {
+		return bucketFor(from, to), nil
+	}
+	b, ok := buckets[v]
+	if !ok {
+		return 0, apierror.BadRequest("bucket", "must be minute, hour, day or week")
+	}
+	if to.Sub(from)/b >= maxPoints {
+		return 0, apierror.BadRequest("bucket", "gives more than %d points over this range: choose a longer bucket", maxPoints)
+	}
+	return b, nil
+}
+
 // series is a graph's buckets, every one from the range's start to its
 // end (empty ones zero), and the totals over them.
 type series struct {
@@ -72,7 +96,10 @@ func (c *call) series() (*series, *ledger.Filter, time.Duration, error) {
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	bucket := bucketFor(f.From, f.To)
+	bucket, err := c.bucket(f.From, f.To)
+	if err != nil {
+		return nil, nil, 0, err
+	}
 	pts, all, err := c.db.Series(c.r.Context(), f, bucket)
 	if err != nil {
 		return nil, nil, 0, err
