@@ -4,9 +4,11 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ledger"
 )
 
@@ -37,6 +39,9 @@ func analyticsRoutes(add func(path, scope string, needsDB bool, h handler)) {
 		"config":      {column: ledger.ByConfig, name: "config"},
 		"status_code": {column: ledger.ByStatus, name: "status_code"},
 		"users":       {metaKey: "_user", name: "user"},
+		// The identity provider's users: the callers named
+		// identity.UserPrefix+sub, which the ledger keys as API keys.
+		"idp-users": {column: ledger.ByAPIKey, prefix: identity.UserPrefix, name: "user"},
 	}
 	for name, g := range groups {
 		add("/v1/analytics/groups/"+name, scopeAnalytics, true, groupHandler(g))
@@ -257,6 +262,8 @@ func percentile(bins map[int64]int64, q float64) float64 {
 // key, and the name of the value in the answer.
 type groupBy struct {
 	column, metaKey, name string
+	// prefix keeps the groups whose value starts with it.
+	prefix string
 }
 
 // groupsResponse is the reference's grouped list.
@@ -287,7 +294,15 @@ func (c *call) groups(g groupBy) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	groups, total, err := c.db.Groups(c.r.Context(), f, g.column, g.metaKey, limit, offset)
+	var (
+		groups []ledger.Group
+		total  int64
+	)
+	if g.prefix == "" {
+		groups, total, err = c.db.Groups(c.r.Context(), f, g.column, g.metaKey, limit, offset)
+	} else {
+		groups, total, err = c.prefixGroups(f, g, limit, offset)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -305,4 +320,25 @@ func (c *call) groups(g groupBy) (any, error) {
 		})
 	}
 	return out, nil
+}
+
+// prefixGroups is Groups of the values starting with g.prefix. The
+// grouped columns' values are bounded by configuration (keys and users),
+// and Groups gathers every group before it cuts the page, so every group
+// is read and the page cut after the prefix is applied.
+func (c *call) prefixGroups(f *ledger.Filter, g groupBy, limit, offset int) ([]ledger.Group, int64, error) {
+	all, _, err := c.db.Groups(c.r.Context(), f, g.column, "", math.MaxInt32, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	kept := all[:0]
+	for _, gr := range all {
+		if strings.HasPrefix(gr.Value, g.prefix) {
+			kept = append(kept, gr)
+		}
+	}
+	if offset >= len(kept) {
+		return nil, int64(len(kept)), nil
+	}
+	return kept[offset:min(offset+limit, len(kept))], int64(len(kept)), nil
 }
