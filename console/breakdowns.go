@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -147,4 +148,70 @@ func anyString(v any) string {
 func anyInt(v any) int64 {
 	f, _ := v.(float64)
 	return int64(f)
+}
+
+// keyUsageSpan is how far back the keys and users pages read each one's
+// spend, requests and last use.
+const keyUsageSpan = 30 * 24 * time.Hour
+
+// keyUse is one key's (or user's) traffic over keyUsageSpan.
+type keyUse struct {
+	Requests int64
+	CostUSD  string
+	LastSeen string
+}
+
+// scopeAnalytics is the analytics API's scope: without it the keys and
+// users pages show no use rather than the API's 403.
+const scopeAnalytics = "analytics.view"
+
+// usageOf reads the traffic of the names over keyUsageSpan in one call
+// (the api_key groups filtered to those names), by name. Names the
+// filter cannot carry (a comma would split one) are left out.
+func (h *Handler) usageOf(r *http.Request, c *ctx, names []string) (map[string]*keyUse, string) {
+	if !c.can(scopeAnalytics) {
+		return nil, "use not shown: the key lacks " + scopeAnalytics
+	}
+	var ask []string
+	for _, n := range names {
+		if n != "" && !strings.Contains(n, ",") && len(n) <= 256 {
+			ask = append(ask, n)
+		}
+	}
+	if len(ask) == 0 {
+		return nil, ""
+	}
+	to := time.Now().UTC().Truncate(time.Second).Add(time.Second)
+	q := url.Values{"api_key_ids": {strings.Join(ask, ",")}, "page_size": {"100"},
+		"time_of_generation_min": {to.Add(-keyUsageSpan).Format(time.RFC3339)}, "time_of_generation_max": {to.Format(time.RFC3339)}}
+	var list struct {
+		Data []struct {
+			APIKey   string `json:"api_key"`
+			Requests int64  `json:"requests"`
+			CostUSD  string `json:"cost_usd"`
+			LastSeen string `json:"last_seen"`
+		} `json:"data"`
+	}
+	if err := h.getJSON(r, c.s.key, "/analytics/groups/api_key", q, &list); err != nil {
+		return nil, "use not shown: " + err.Error()
+	}
+	out := make(map[string]*keyUse, len(list.Data))
+	for _, g := range list.Data {
+		out[g.APIKey] = &keyUse{Requests: g.Requests, CostUSD: g.CostUSD, LastSeen: strings.Replace(g.LastSeen, "T", " ", 1)}
+	}
+	return out, ""
+}
+
+// keysUse fills each key's Use from one grouped ledger query for the
+// page (not one per key) and says why it could not, if so.
+func (h *Handler) keysUse(r *http.Request, c *ctx, ks []keyRow) string {
+	names := make([]string, len(ks))
+	for i := range ks {
+		names[i] = ks[i].Name
+	}
+	use, why := h.usageOf(r, c, names)
+	for i := range ks {
+		ks[i].Use = use[ks[i].Name]
+	}
+	return why
 }

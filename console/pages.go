@@ -142,6 +142,11 @@ type keyRow struct {
 	Scopes    []string  `json:"scopes"`
 	Source    string    `json:"source"`
 	CreatedAt time.Time `json:"created_at"`
+	// WorkspaceID and ExpiresAt are the key's (nil: it does not expire).
+	WorkspaceID string     `json:"workspace_id"`
+	ExpiresAt   *time.Time `json:"expires_at"`
+	// Use is the key's traffic over keyUsageSpan (nil: none, or not read).
+	Use *keyUse `json:"-"`
 }
 
 type keysData struct {
@@ -158,6 +163,8 @@ type keysData struct {
 	CanNew         bool
 	CanRot         bool
 	CanDel         bool
+	// UseErr says why the keys' use is not shown ("" when it is).
+	UseErr string
 }
 
 // keysPageSize is how many keys a page shows: one API call per page,
@@ -213,6 +220,7 @@ func (h *Handler) keysPage(w http.ResponseWriter, r *http.Request, c *ctx) {
 	if list.HasMore {
 		d.Next = list.LastID
 	}
+	d.UseErr = h.keysUse(r, c, d.Keys)
 	h.renderFor(w, r, c, http.StatusOK, "keys", p)
 }
 
