@@ -14,8 +14,8 @@ import (
 // records. Each row links to the logs page filtered by its value and the
 // same range.
 
-// The breakdowns and users pages' templates (added here, not in
-// auth.go's list, so each page's files stay its own).
+// The breakdowns page's template (added here, not in auth.go's list,
+// so each page's files stay its own).
 func init() {
 	pageNames = append(pageNames, "breakdowns")
 	funcs["dimensions"] = func() []dimension { return dimensions }

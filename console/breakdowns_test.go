@@ -16,6 +16,14 @@ import (
 func withGroups(t *testing.T, h *Handler, f *fakeAPI) {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/users" {
+			f.mu.Lock()
+			f.calls = append(f.calls, r.Method+" "+r.URL.Path)
+			f.queries = append(f.queries, r.URL.RawQuery)
+			f.mu.Unlock()
+			_, _ = io.WriteString(w, `{"object":"list","total":1,"has_more":false,"data":[{"id":"u1","name":"user:alice","type":"workspace","workspace_id":"ws-1","scopes":["completions.write"],"status":"disabled","status_reason":"token_not_allowed"}]}`)
+			return
+		}
 		if !strings.HasPrefix(r.URL.Path, "/v1/analytics/groups/") {
 			f.ServeHTTP(w, r)
 			return
@@ -28,6 +36,9 @@ func withGroups(t *testing.T, h *Handler, f *fakeAPI) {
 			"workspace": "workspace_id", "status_code": "status_code"}[strings.TrimPrefix(r.URL.Path, "/v1/analytics/groups/")]
 		value := map[string]string{"api_key": "team-a", "user": "user:alice", "ai_model": "gpt-4o", "provider": "openai",
 			"workspace_id": "ws-1", "status_code": "429"}[field]
+		if names := r.URL.Query().Get("api_key_ids"); names != "" {
+			value, _, _ = strings.Cut(names, ",") // the first key asked for
+		}
 		_, _ = io.WriteString(w, `{"object":"list","total":1,"data":[{"`+field+`":"`+value+`","requests":12,"total_tokens":340,"cost_usd":"0.0042","error_count":2,"last_seen":"2026-01-01T10:00:00Z"}]}`)
 	}))
 	t.Cleanup(srv.Close)

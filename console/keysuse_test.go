@@ -59,3 +59,25 @@ func (f *fakeAPI) lastQuery(call string) url.Values {
 	}
 	return nil
 }
+
+// TestUsersPage: the users page lists the API's users with each one's
+// requests and spend from one grouped query named by the page's users,
+// its status and reason, and a link to its logs.
+func TestUsersPage(t *testing.T) {
+	h, f, _ := newConsole(t)
+	withGroups(t, h, f)
+	id, _ := signIn(t, h, adminKey)
+	w := serve(h, "GET", "/users?search=ali&status=disabled", nil, id)
+	body := w.Body.String()
+	for _, s := range []string{`data-user="user:alice"`, `<td class="num requests">12</td>`, `disabled (token_not_allowed)`, `/logs?key=user%3aalice`} {
+		if w.Code != 200 || !strings.Contains(body, s) {
+			t.Fatalf("%d: %q missing in %s", w.Code, s, body)
+		}
+	}
+	if q := f.lastQuery("GET /v1/users"); q.Get("search") != "ali" || q.Get("status") != "disabled" {
+		t.Fatalf("users asked %v", q)
+	}
+	if q := f.lastQuery("GET /v1/analytics/groups/api_key"); q.Get("api_key_ids") != "user:alice" {
+		t.Fatalf("usage asked %v", q)
+	}
+}
