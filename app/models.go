@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 )
 
 // ModelAlias maps a public model name to a routing configuration, so a
@@ -101,17 +103,45 @@ func (a *App) provisionModels() error {
 	return nil
 }
 
-// ModelAlias returns the saved config id the alias model routes by.
-func (a *App) ModelAlias(model string) (string, bool) {
-	id, ok := a.aliases[model]
-	return id, ok
+// ModelAlias returns the saved config id the alias model routes by for
+// caller id: the Caddyfile's aliases first (an operator's alias wins over
+// one saved through the configs API), then the aliases of the active
+// configs of the caller's workspace (keys.Config.Aliases), whose id is
+// the config's slug, resolved in that workspace like x-gateway-config.
+func (a *App) ModelAlias(id *identity.Caller, model string) (string, bool) {
+	if c, ok := a.aliases[model]; ok {
+		return c, true
+	}
+	if a.keyStore == nil || id == nil {
+		return "", false
+	}
+	r, ok := a.keyStore.ConfigAlias(id.WorkspaceID, model)
+	if !ok || r.OrganisationID != id.OrganisationID {
+		return "", false
+	}
+	return r.Slug, true
 }
 
-// ModelAliases returns every alias, sorted.
-func (a *App) ModelAliases() []string {
+// OperatorModelAlias reports whether the Caddyfile defines alias, which
+// no config saved through the API may then claim.
+func (a *App) OperatorModelAlias(alias string) bool {
+	_, ok := a.aliases[alias]
+	return ok
+}
+
+// ModelAliases returns every alias caller id may name, sorted: the
+// Caddyfile's and those of its workspace's saved configs.
+func (a *App) ModelAliases(id *identity.Caller) []string {
 	out := make([]string, 0, len(a.aliases))
 	for alias := range a.aliases {
 		out = append(out, alias)
+	}
+	if a.keyStore != nil && id != nil {
+		for _, alias := range a.keyStore.ConfigAliases(id.OrganisationID, id.WorkspaceID) {
+			if _, shadowed := a.aliases[alias]; !shadowed {
+				out = append(out, alias)
+			}
+		}
 	}
 	slices.Sort(out)
 	return out

@@ -111,7 +111,7 @@ func (g *Gateway) aliasHeader(q *Request) *ingress.Headers {
 	if q.Call.Model == "" || !unrouted(q.RouteHeader) {
 		return nil
 	}
-	id, ok := g.app.ModelAlias(q.Call.Model)
+	id, ok := g.app.ModelAlias(q.Identity, q.Call.Model)
 	if !ok {
 		return nil
 	}
@@ -131,7 +131,7 @@ func (g *Gateway) aliasModels(_ *http.Request, q *Request) (*localAnswer, error)
 	if q.Call.Op != providers.OpModels || q.Call.Path != "/models" || q.Call.Method != http.MethodGet || !unrouted(q.RouteHeader) {
 		return nil, nil
 	}
-	aliases := g.app.ModelAliases()
+	aliases := g.app.ModelAliases(q.Identity)
 	if len(aliases) == 0 {
 		return nil, nil
 	}

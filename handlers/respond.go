@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/tidwall/sjson"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
@@ -55,6 +56,9 @@ type responder struct {
 	shape ErrorShaper
 	// text counts the generated text a stream delivered (sse.go).
 	text deliveredText
+	// passthrough marks a call in the provider's own API (OpProxy): its
+	// error bodies are the provider's and are sent as they came.
+	passthrough bool
 }
 
 // ErrorShaper writes the errors of an API whose clients read another
@@ -203,8 +207,13 @@ func (o *responder) error(e *apierror.Error, info *answerInfo) {
 	o.gatewayHeaders(o.w.Header(), info)
 	o.status = e.Status
 	o.firstByte = time.Now()
+	class := classOf(info)
 	if o.shape != nil {
-		writeShapedError(o.w, e.Status, o.shape.ShapeError(e.Status, e.Body()))
+		writeShapedError(o.w, e.Status, classBody(o.shape.ShapeError(e.Status, e.Body()), class, true))
+		return
+	}
+	if class != "" {
+		writeShapedError(o.w, e.Status, classBody(e.Body(), class, false))
 		return
 	}
 	apierror.Write(o.w, e)
@@ -238,6 +247,9 @@ func (o *responder) held(a *heldAnswer, info *answerInfo, envelope bool) {
 	convert := ok && o.adapter != nil && info != nil && info.adapted
 	if !ok && o.shape != nil {
 		body = o.shape.ShapeError(a.status, body)
+	}
+	if !ok && !o.passthrough && !a.stream && header.Get("Content-Encoding") == "" {
+		body = classBody(body, classOf(info), o.shape != nil)
 	}
 	if convert && !a.stream {
 		out, err := o.adapter.FromChat(o.ctx, body)
@@ -297,4 +309,53 @@ func (o *responder) control(serve func(w http.ResponseWriter)) int {
 	serve(rec)
 	o.status = rec.Status()
 	return o.status
+}
+
+// classOf is the error class info names, "" without one.
+func classOf(info *answerInfo) providers.ErrorClass {
+	if info == nil {
+		return ""
+	}
+	return info.errType
+}
+
+// classBody returns an error answer's body carrying its class, as
+// x-gateway-error-type does, so a client reading only the body (an SDK's
+// error object) sees it too: error.error_type is the class, and in
+// OpenAI's envelope error.code is the class when the provider gave no
+// code (null or absent), the member OpenAI's SDKs expose. The flat error
+// of vLLM, SGLang and Mistral ({"object":"error","message":…}), which
+// OpenAI's SDKs do not read, becomes that envelope. anthropic says the
+// body is in Anthropic's shape (the Messages API's paths), where only
+// error_type is added. A body that is not one of these, or not strict
+// JSON, is returned as it is.
+func classBody(body []byte, class providers.ErrorClass, anthropic bool) []byte {
+	if class == "" || jsonlimit.Object(body) != nil {
+		return body
+	}
+	e, ok := jsonlimit.Member(body, "error")
+	if !ok || e[0] != '{' {
+		obj, isObj := jsonlimit.Member(body, "object")
+		if anthropic || ok || !isObj || string(obj) != `"error"` {
+			return body
+		}
+		flat, err := sjson.DeleteBytes(body, "object")
+		if err != nil {
+			return body
+		}
+		body, e = append(append([]byte(`{"error":`), flat...), '}'), flat
+	}
+	out := body
+	var err error
+	if !anthropic {
+		if code, has := jsonlimit.Member(e, "code"); !has || string(code) == "null" {
+			if out, err = sjson.SetBytes(out, "error.code", string(class)); err != nil {
+				return body
+			}
+		}
+	}
+	if out, err = sjson.SetBytes(out, "error.error_type", string(class)); err != nil {
+		return body
+	}
+	return out
 }

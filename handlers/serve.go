@@ -175,6 +175,7 @@ func (g *Gateway) route(r *http.Request, q *Request, f *flight) error {
 		}
 	}
 	f.out.adapter, f.out.ctx, f.out.text.on = q.adapter, r.Context(), q.Call.Stream
+	f.out.passthrough = q.Call.Op == providers.OpProxy
 	if err := g.plan(r, q); err != nil {
 		return err
 	}

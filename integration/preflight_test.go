@@ -102,10 +102,14 @@ func TestTokenPreflight(t *testing.T) {
 	r, raw := do(t, "POST", "/chat/completions", []byte(`{"model":"gpt-4o","messages":[{"role":"user","content":`+string(str)+`}]}`),
 		"x-gateway-config", compactJSON(t, none))
 	var e struct {
-		Error struct{ Code, Type, Message string }
+		Error struct {
+			Code, Type, Message string
+			ErrorType           string `json:"error_type"`
+		}
 	}
 	_ = json.Unmarshal(raw, &e)
 	if r.StatusCode != http.StatusBadRequest || e.Error.Code != "context_length_exceeded" || r.Header.Get("x-gateway-error-type") != "context_length_exceeded" ||
+		e.Error.ErrorType != "context_length_exceeded" ||
 		!strings.Contains(e.Error.Message, "config.targets[1] (gpt-4: 8192)") {
 		t.Fatalf("no target fits: %d %s %q", r.StatusCode, raw, r.Header.Get("x-gateway-error-type"))
 	}

@@ -143,6 +143,9 @@ func (s *Store) CreateConfig(ctx context.Context, r *Config, body json.RawMessag
 	if _, taken := s.ConfigRecord(r.WorkspaceID, r.Slug); taken {
 		return ErrConflict
 	}
+	if err := s.aliasClash(r); err != nil {
+		return err
+	}
 	return s.swap(ctx, kindConfigs, r.ID, nil, r)
 }
 
@@ -159,6 +162,9 @@ func (s *Store) UpdateConfig(ctx context.Context, id string, body json.RawMessag
 		return nil, err
 	}
 	if err := fn(r); err != nil {
+		return nil, err
+	}
+	if err := s.aliasClash(r); err != nil {
 		return nil, err
 	}
 	now := s.now()
@@ -196,4 +202,85 @@ func (s *Store) DeleteConfig(ctx context.Context, id string) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	return s.remove(ctx, kindConfigs, id)
+}
+
+// AliasTakenError refuses a config whose alias another config of the
+// workspace holds (Slug).
+type AliasTakenError struct{ Alias, Slug string }
+
+func (e *AliasTakenError) Error() string {
+	return "keys: model alias " + e.Alias + " is held by config " + e.Slug
+}
+
+// aliasClash returns an *AliasTakenError when another config of r's
+// workspace holds one of r's aliases. Called under writeMu, so writes on
+// this instance cannot both take an alias; two instances writing at the
+// same time can, and the index then routes by the older config
+// (putAliases).
+func (s *Store) aliasClash(r *Config) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, a := range r.Aliases {
+		if e := s.idx.cfgAlias[wsName{r.WorkspaceID, a}]; e != nil && e.rec.ID != r.ID {
+			return &AliasTakenError{Alias: a, Slug: e.rec.Slug}
+		}
+	}
+	return nil
+}
+
+// ConfigAlias returns the active config of workspace whose aliases name
+// model, as stored (its slug is what routing resolves).
+func (s *Store) ConfigAlias(workspace, model string) (*Config, bool) {
+	s.mu.RLock()
+	e := s.idx.cfgAlias[wsName{workspace, model}]
+	s.mu.RUnlock()
+	if e == nil || e.routed == nil || e.rec.Status != StatusActive {
+		return nil, false
+	}
+	return e.rec, true
+}
+
+// ConfigAliases returns the aliases of workspace's active configs of
+// organisation org, unsorted.
+func (s *Store) ConfigAliases(org, workspace string) []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []string
+	for k, e := range s.idx.cfgAlias {
+		if k.ws == workspace && e.routed != nil && e.rec.Status == StatusActive && e.rec.OrganisationID == org {
+			out = append(out, k.name)
+		}
+	}
+	return out
+}
+
+// putAliases indexes e's aliases. An alias another config holds already
+// (two instances took it at the same time) stays with the older config
+// (ids are UUIDv7: creation order), so every instance routes alike.
+func (idx *index) putAliases(e *cfgEntry) {
+	for _, a := range e.rec.Aliases {
+		k := wsName{e.rec.WorkspaceID, a}
+		if cur := idx.cfgAlias[k]; cur == nil || cur.rec.ID == e.rec.ID || e.rec.ID < cur.rec.ID {
+			idx.cfgAlias[k] = e
+		}
+	}
+}
+
+// dropAliases removes old's aliases from the index, handing each to
+// another config that holds it too, if any (see putAliases).
+func (idx *index) dropAliases(old *Config) {
+	for _, a := range old.Aliases {
+		k := wsName{old.WorkspaceID, a}
+		if cur := idx.cfgAlias[k]; cur == nil || cur.rec.ID != old.ID {
+			continue
+		}
+		delete(idx.cfgAlias, k)
+		for _, c := range idx.configs {
+			if c.ID != old.ID && c.WorkspaceID == old.WorkspaceID && slices.Contains(c.Aliases, a) {
+				if e := idx.cfgSlug[wsName{c.WorkspaceID, c.Slug}]; e != nil {
+					idx.putAliases(e)
+				}
+			}
+		}
+	}
 }

@@ -138,6 +138,9 @@ type Config struct {
 	// Version counts the record's stored writes (1 when created): a write
 	// is stored only over the version it read (see Store.swap).
 	Version int64 `json:"version"`
+	// Aliases are public model names that route by this config
+	// (Store.ConfigAlias), each held by one config of the workspace.
+	Aliases []string `json:"aliases,omitempty"`
 }
 
 // Latest returns the version in use.

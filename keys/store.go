@@ -87,7 +87,8 @@ type index struct {
 	vkSlug   map[wsName]*vkEntry
 	configs  map[string]*Config
 	cfgSlug  map[wsName]*cfgEntry
-	users    users // the identity provider's users (users.go)
+	users    users                // the identity provider's users (users.go)
+	cfgAlias map[wsName]*cfgEntry // by model alias (configs.go)
 }
 
 // wsName is a name within one workspace.
@@ -113,7 +114,7 @@ func newIndex() *index {
 	return &index{
 		byDigest: map[Digest]*entry{}, apiKeys: map[string]*APIKey{},
 		vks: map[string]*vkEntry{}, vkSlug: map[wsName]*vkEntry{},
-		configs: map[string]*Config{}, cfgSlug: map[wsName]*cfgEntry{},
+		configs: map[string]*Config{}, cfgSlug: map[wsName]*cfgEntry{}, cfgAlias: map[wsName]*cfgEntry{},
 	}
 }
 
@@ -529,13 +530,16 @@ func (idx *index) dropVK(id string) {
 func (idx *index) putConfig(r, routed *Config) {
 	idx.dropConfig(r.ID)
 	idx.configs[r.ID] = r
-	idx.cfgSlug[wsName{r.WorkspaceID, r.Slug}] = &cfgEntry{rec: r, routed: routed}
+	e := &cfgEntry{rec: r, routed: routed}
+	idx.cfgSlug[wsName{r.WorkspaceID, r.Slug}] = e
+	idx.putAliases(e)
 }
 
 func (idx *index) dropConfig(id string) {
 	if old := idx.configs[id]; old != nil {
 		delete(idx.cfgSlug, wsName{old.WorkspaceID, old.Slug})
 		delete(idx.configs, id)
+		idx.dropAliases(old)
 	}
 }
 

@@ -3,6 +3,7 @@ package routing
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
@@ -289,16 +291,33 @@ func TestPinStoreBounded(t *testing.T) {
 // key, the local lookup and the pinned child's checks. It must stay under
 // 1 µs and allocate nothing.
 func BenchmarkAffinityDecision(b *testing.B) {
-	for _, src := range []string{SessionHeader, SessionConversaton} {
-		b.Run(src, func(b *testing.B) {
+	// A long conversation: 100 turns after the system prompt, each of
+	// a few sentences, with metadata after the messages (the top-level
+	// walk passes all of them to find it).
+	var long strings.Builder
+	long.WriteString(`{"model":"gpt-4o","messages":[{"role":"system","content":"You are a helpful assistant. Answer briefly."}`)
+	for i := range 100 {
+		role := [2]string{"user", "assistant"}[i%2]
+		fmt.Fprintf(&long, `,{"role":%q,"content":"Turn %d: a sentence or two of conversation, long enough to be typical of a chat, with a \"quote\" in it."}`, role, i)
+	}
+	long.WriteString(`],"metadata":{"team":"a"},"stream":true}`)
+	for _, tc := range []struct{ name, body string }{
+		{SessionHeader, ""},
+		{SessionConversaton, `{"model":"gpt-4o","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Summarise this document for me."},{"role":"assistant","content":"Sure."},{"role":"user","content":"Now shorter."}]}`},
+		{SessionConversaton + "_100_turns", long.String()},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
 			clk := newManualClock()
 			rt := testRouter(newFakeClock(), 0.5)
 			rt.Breakers = newFakeBreakers()
 			rt.Pins = NewPinStore(clk.now, newMemRemote(clk.now))
 			p := benchPlan(b, threeTargets)
 			req := &Request{Session: "bench-session"}
-			if src == SessionConversaton {
-				req = &Request{Params: []byte(`{"model":"gpt-4o","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Summarise this document for me."},{"role":"assistant","content":"Sure."},{"role":"user","content":"Now shorter."}]}`)}
+			if tc.body != "" {
+				if err := jsonlimit.Object([]byte(tc.body)); err != nil {
+					b.Fatal(err)
+				}
+				req = &Request{Params: []byte(tc.body)}
 			}
 			r := &run{rt: rt, ctx: context.Background(), req: req}
 			excluded := newChildSet(3)

@@ -1,9 +1,11 @@
 package routing
 
 import (
+	"bytes"
 	"strconv"
 	"unsafe"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/tidwall/gjson"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
@@ -87,45 +89,88 @@ func sessionOf(req *Request) (uint64, string) {
 			return fnvString(fnvString(h, SessionCacheKey), v.Str), SessionCacheKey
 		}
 	}
-	var system, user string
+	var system, user []byte
 	if raw[2] != nil { // chat completions and Anthropic messages
-		system, user = firstTurns(str(raw[2]))
-	} else if raw[5] != nil { // Responses
-		in := gjson.Parse(str(raw[5]))
-		if in.Type == gjson.String {
-			user = in.Raw
+		system, user = firstTurns(raw[2])
+	} else if in := raw[5]; in != nil { // Responses
+		if in[0] == '"' {
+			user = in
 		} else {
-			system, user = firstTurns(in.Raw)
+			system, user = firstTurns(in)
 		}
 	}
 	for _, i := range [2]int{3, 4} { // system, instructions
 		if raw[i] != nil {
-			system = str(raw[i])
+			system = raw[i]
 		}
 	}
-	if user == "" {
+	if len(user) == 0 {
 		return 0, ""
 	}
 	h = fnvString(h, SessionConversaton)
-	return fnvString(fnvString(h, system), user), SessionConversaton
+	return hashTurn(hashTurn(h, system), user), SessionConversaton
 }
 
+// maxTurnHashed bounds the bytes of the system prompt and of the first
+// user turn that are hashed, so a 100 KB system prompt costs what a 4 KB
+// one does. Two conversations alike in the first 4 KB of both share a pin,
+// which is harmless (a pin only picks a target) and even what a prompt
+// cache wants: their prompts share that prefix.
+const maxTurnHashed = 4 << 10
+
+// hashTurn mixes the raw JSON of a turn's content, at most its first
+// maxTurnHashed bytes, into h with xxhash (stable across processes, as
+// FNV is, and about ten times faster per byte).
+func hashTurn(h uint64, raw []byte) uint64 {
+	raw = raw[:min(len(raw), maxTurnHashed)]
+	h ^= xxhash.Sum64(raw)
+	h *= fnvPrime
+	// A terminator keeps (a, bc) and (ab, c) apart, as fnvString does.
+	h ^= 0xff
+	h *= fnvPrime
+	return h
+}
+
+// turnFields are the members of a message firstTurns reads.
+var turnFields = [...]string{"role", "content"}
+
 // firstTurns returns the raw content of the first system (or developer)
-// message and of the first user message of a messages array.
-func firstTurns(messages string) (system, user string) {
-	gjson.Parse(messages).ForEach(func(_, m gjson.Result) bool {
-		switch m.Get("role").Str {
+// message and of the first user message of a messages array, walking the
+// array once, only as far as the first user message, with jsonlimit's
+// scanner (no parse, no allocation).
+func firstTurns(messages []byte) (system, user []byte) {
+	var v [len(turnFields)][]byte
+	jsonlimit.Elements(messages, func(m []byte) bool {
+		if m[0] != '{' {
+			return true
+		}
+		jsonlimit.Members(m, turnFields[:], v[:])
+		switch roleOf(v[0]) {
 		case "system", "developer":
-			if system == "" {
-				system = m.Get("content").Raw
+			if system == nil {
+				system = v[1]
 			}
 		case "user":
-			user = m.Get("content").Raw
+			user = v[1]
 			return false
 		}
 		return true
 	})
 	return system, user
+}
+
+// roleOf returns a message's role from its raw JSON value, "" when it is
+// not a string. A role written with escapes (rare) is decoded.
+func roleOf(raw []byte) string {
+	if len(raw) < 2 || raw[0] != '"' {
+		return ""
+	}
+	body := raw[1 : len(raw)-1]
+	if bytes.IndexByte(body, '\\') < 0 {
+		return str(body)
+	}
+	s, _ := jsonlimit.String(raw)
+	return s
 }
 
 // GatewayCacheKey returns the prompt_cache_key the gateway sends on a

@@ -1,6 +1,9 @@
 package routing
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestSessionOf: each source of a session key in its order, and the
 // conversation hash stable over a conversation's turns.
@@ -53,5 +56,33 @@ func TestSessionOf(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSessionHashBounded: the conversation key hashes the first
+// maxTurnHashed bytes of the system prompt and of the first user turn:
+// prompts that differ only beyond that share a key, earlier differences
+// do not; escaped roles are read as decoded.
+func TestSessionHashBounded(t *testing.T) {
+	long := strings.Repeat("a", maxTurnHashed)
+	body := func(system, user, role string) []byte {
+		return []byte(`{"messages":[{"role":"system","content":"` + system + `"},{"role":"` + role + `","content":"` + user + `"}]}`)
+	}
+	key := func(b []byte) uint64 {
+		h, src := sessionOf(&Request{Params: b})
+		if src != SessionConversaton {
+			t.Fatalf("source %q for %s", src, b)
+		}
+		return h
+	}
+	base := key(body(long+"x", "hi", "user"))
+	if key(body(long+"y", "hi", "user")) != base {
+		t.Fatal("a difference past the bound changed the key")
+	}
+	if key(body("b"+long, "hi", "user")) == base || key(body(long+"x", "ho", "user")) == base {
+		t.Fatal("a difference within the bound kept the key")
+	}
+	if key(body(long+"x", "hi", `\u0075ser`)) != base {
+		t.Fatal("an escaped role was not read as user")
 	}
 }

@@ -3,7 +3,10 @@ package keysapi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,6 +33,7 @@ type configView struct {
 	Type           string          `json:"type,omitempty"`
 	VersionID      string          `json:"version_id,omitempty"`
 	Versions       int             `json:"versions,omitempty"`
+	Aliases        []string        `json:"aliases,omitempty"`
 	Source         string          `json:"source"`
 	Object         string          `json:"object"`
 }
@@ -39,7 +43,7 @@ type configView struct {
 func viewConfig(r *keys.Config, full bool) *configView {
 	v := &configView{ID: r.ID, Name: r.Name, Slug: r.Slug, WorkspaceID: r.WorkspaceID, OrganisationID: r.OrganisationID,
 		IsDefault: r.IsDefault, Status: r.Status, CreatedAt: &r.CreatedAt, LastUpdatedAt: &r.UpdatedAt,
-		Versions: len(r.Versions), Source: keys.SourceAPI, Object: "config"}
+		Versions: len(r.Versions), Aliases: r.Aliases, Source: keys.SourceAPI, Object: "config"}
 	if full {
 		if l := r.Latest(); l != nil {
 			v.Config, v.VersionID = redacted(l.Config), l.VersionID
@@ -95,7 +99,62 @@ func (c *call) configBody(m map[string]json.RawMessage, org, ws string) (json.Ra
 	return compact.Bytes(), nil
 }
 
-// createConfig: POST /v1/configs {name, config, isDefault, workspace_id}
+// maxAliases bounds a config's model aliases.
+const maxAliases = 32
+
+// aliases reads the aliases member into into: a list (null or [] clears
+// it) of distinct model names, each 1 to maxSlug printable characters
+// without spaces, none of them an alias of the Caddyfile's (which would
+// win: app.ModelAlias). It reports whether the member was given.
+func (c *call) aliases(m map[string]json.RawMessage, into *[]string) (bool, error) {
+	raw, ok := m["aliases"]
+	if !ok {
+		return false, nil
+	}
+	var list []string
+	if _, err := field(m, "aliases", &list); err != nil {
+		return false, err
+	}
+	if len(list) > maxAliases {
+		return false, apierror.BadRequest("aliases", "aliases must list at most %d model names", maxAliases)
+	}
+	seen := make(map[string]bool, len(list))
+	for i, a := range list {
+		param := "aliases[" + strconv.Itoa(i) + "]"
+		switch {
+		case a == "" || len(a) > maxSlug || strings.ContainsAny(a, " \t\r\n") || !printable(a, false):
+			return false, apierror.BadRequest(param, "an alias is a model name: 1 to %d printable characters, no spaces", maxSlug)
+		case seen[a]:
+			return false, apierror.BadRequest(param, "alias %s is listed twice", apierror.QuoteID(a))
+		case c.app.OperatorModelAlias(a):
+			return false, aliasTaken(a, "the gateway's configuration")
+		}
+		seen[a] = true
+	}
+	if string(raw) == "null" || len(list) == 0 {
+		list = nil
+	}
+	*into = list
+	return true, nil
+}
+
+// aliasTaken is the 409 of an alias another config holds.
+func aliasTaken(alias, holder string) *apierror.Error {
+	e := apierror.Newf(http.StatusConflict, apierror.TypeInvalidRequest, "model alias %s is taken by %s", apierror.QuoteID(alias), holder).WithCode("alias_taken")
+	e.Param = "aliases"
+	return e
+}
+
+// configStoreError is storeError for configs, with the alias clash.
+func configStoreError(err error, slug string) error {
+	var at *keys.AliasTakenError
+	if errors.As(err, &at) {
+		return aliasTaken(at.Alias, "config "+apierror.QuoteID(at.Slug))
+	}
+	return storeError(err, "config", slug)
+}
+
+// createConfig: POST /v1/configs {name, config, isDefault, workspace_id, aliases}
 // → {id, version_id, slug, object}. The config is checked like the
 // x-gateway-config header and a Caddyfile config.
 func createConfig(c *call) (any, error) {
@@ -128,6 +187,9 @@ func createConfig(c *call) (any, error) {
 	if _, err := field(m, "isDefault", &r.IsDefault); err != nil {
 		return nil, err
 	}
+	if _, err := c.aliases(m, &r.Aliases); err != nil {
+		return nil, err
+	}
 	body, err := c.configBody(m, r.OrganisationID, ws)
 	if err != nil {
 		return nil, err
@@ -154,9 +216,9 @@ func createConfig(c *call) (any, error) {
 		}
 	}
 	if err := c.store.CreateConfig(c.r.Context(), r, body); err != nil {
-		return nil, storeError(err, "config", r.Slug)
+		return nil, configStoreError(err, r.Slug)
 	}
-	c.audit("config.create", "config", r.ID, r.WorkspaceID, r.OrganisationID, given(m, "name", "config", "isDefault", "workspace_id", "slug"))
+	c.audit("config.create", "config", r.ID, r.WorkspaceID, r.OrganisationID, given(m, "name", "config", "isDefault", "workspace_id", "slug", "aliases"))
 	return map[string]string{"id": r.ID, "version_id": r.Latest().VersionID, "slug": r.Slug, "object": "config"}, nil
 }
 
@@ -222,7 +284,7 @@ func getConfig(c *call) (any, error) {
 	return viewConfig(r, true), nil
 }
 
-// updateConfig: PUT /v1/configs/{slug} {name, config, status} →
+// updateConfig: PUT /v1/configs/{slug} {name, config, status, aliases} →
 // {version_id, object}. A config makes a new version; the previous ones
 // are kept (GET /v1/configs/{slug}/versions).
 func updateConfig(c *call) (any, error) {
@@ -238,9 +300,17 @@ func updateConfig(c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	var aliases []string
+	setAliases, err := c.aliases(m, &aliases)
+	if err != nil {
+		return nil, err
+	}
 	r, err := c.store.UpdateConfig(c.r.Context(), cur.ID, body, func(r *keys.Config) error {
 		if _, err := label(m, "name", maxName, &r.Name); err != nil {
 			return err
+		}
+		if setAliases {
+			r.Aliases = aliases
 		}
 		var status string
 		if _, err := field(m, "status", &status); err != nil {
@@ -256,9 +326,9 @@ func updateConfig(c *call) (any, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, storeError(err, "config", cur.Slug)
+		return nil, configStoreError(err, cur.Slug)
 	}
-	c.audit("config.update", "config", r.ID, r.WorkspaceID, r.OrganisationID, given(m, "name", "config", "status"))
+	c.audit("config.update", "config", r.ID, r.WorkspaceID, r.OrganisationID, given(m, "name", "config", "status", "aliases"))
 	return map[string]string{"version_id": r.Latest().VersionID, "object": "config"}, nil
 }
 
