@@ -87,14 +87,14 @@ func TestKV(t *testing.T) {
 // key_prefix too.
 func TestKindOf(t *testing.T) {
 	for key, want := range map[string]string{
-		"llm_gateway/keys/api_keys/1.json":          "api_key",
+		"llm_gateway/keys/api_keys/1.json":           "api_key",
 		"fleet:llm_gateway/keys/virtual_keys/1.json": "virtual_key",
-		"llm_gateway/keys/configs/1.json":           "config",
-		"llm_gateway/keys/audit/o/w/1.json":         "audit",
-		"llm_gateway/prompts/1.json":                "prompt",
-		"llm_gateway/policies/1.json":               "rate_limit_policy",
-		"llm/usage-limits/1":                        "usage_limit_policy",
-		"llm_gateway/keys/server_secret":            "meta",
+		"llm_gateway/keys/configs/1.json":            "config",
+		"llm_gateway/keys/audit/o/w/1.json":          "audit",
+		"llm_gateway/prompts/1.json":                 "prompt",
+		"llm_gateway/policies/1.json":                "rate_limit_policy",
+		"llm/usage-limits/1":                         "usage_limit_policy",
+		"llm_gateway/keys/server_secret":             "meta",
 	} {
 		if got := KindOf(key); got != want {
 			t.Errorf("KindOf(%q) = %q, want %q", key, got, want)
