@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/caddyserver/certmagic"
+
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/kvstore"
 )
 
@@ -58,6 +60,12 @@ func (kv *KV) Import(ctx context.Context, from string, copy func(ctx context.Con
 	return true, m, kv.Store(ctx, ImportMarker, b)
 }
 
+// stater is the part of certmagic.Storage that tells a folder from a
+// record.
+type stater interface {
+	Stat(ctx context.Context, key string) (certmagic.KeyInfo, error)
+}
+
 // Copy copies every record under the folder prefix of src (at any depth)
 // and the single keys extra into kv, under the same keys with srcPrefix
 // cut off their start and dstPrefix put in its place (a Redis key_prefix
@@ -73,6 +81,12 @@ func (kv *KV) Copy(ctx context.Context, src kvstore.KV, prefix string, extra []s
 	for _, name := range append(names, extra...) {
 		if last := name[strings.LastIndexByte(name, '/')+1:]; strings.HasPrefix(last, ".") {
 			continue // an index of kvstore.Redis, or a temporary file
+		}
+		if st, ok := src.(stater); ok {
+			// Caddy's file storage lists folders too.
+			if info, err := st.Stat(ctx, name); err == nil && !info.IsTerminal {
+				continue
+			}
 		}
 		v, err := src.Load(ctx, name)
 		if errors.Is(err, fs.ErrNotExist) {

@@ -47,8 +47,10 @@ type KV struct {
 	name     string
 	now      func() time.Time
 
-	connMu sync.Mutex
-	ready  atomic.Bool
+	connMu    sync.Mutex
+	ready     atomic.Bool
+	migrated  bool
+	onConnect func(context.Context) error
 
 	locksMu sync.Mutex
 	locks   map[string]*heldLock
@@ -116,10 +118,23 @@ func (kv *KV) String() string { return kv.name }
 // DB returns the database (tests and benchmarks fill it in bulk).
 func (kv *KV) DB() *sql.DB { return kv.db }
 
-// Connect applies the schema's migrations once; later calls return at
-// once. Every other method calls it first.
+// OnConnect sets fn to run once, after the migrations, before Connect
+// first succeeds (the one-time import): until it succeeds every method
+// fails, so no store reads the records before they are all in. Set it
+// before first use.
+func (kv *KV) OnConnect(fn func(ctx context.Context) error) { kv.onConnect = fn }
+
+// importTimeout bounds OnConnect's function.
+const importTimeout = 30 * time.Minute
+
+// connecting marks the context of OnConnect's function, whose calls of
+// the KV's methods must not wait for Connect.
+type connecting struct{}
+
+// Connect applies the schema's migrations and runs OnConnect's function,
+// once; later calls return at once. Every other method calls it first.
 func (kv *KV) Connect(ctx context.Context) error {
-	if kv.ready.Load() {
+	if kv.ready.Load() || ctx.Value(connecting{}) != nil {
 		return nil
 	}
 	kv.connMu.Lock()
@@ -127,8 +142,22 @@ func (kv *KV) Connect(ctx context.Context) error {
 	if kv.ready.Load() {
 		return nil
 	}
-	if err := kv.migrate(ctx); err != nil {
-		return fmt.Errorf("sqlkv: migrating %s: %w", kv.name, err)
+	if !kv.migrated {
+		if err := kv.migrate(ctx); err != nil {
+			return fmt.Errorf("sqlkv: migrating %s: %w", kv.name, err)
+		}
+		kv.migrated = true
+	}
+	if kv.onConnect != nil {
+		// Once the database answers, the import runs on its own clock
+		// (as the ledger's migrations do): at a million records it
+		// outlasts the bound a start puts on reaching the database, and
+		// one cut short would start over.
+		c, cancel := context.WithTimeout(context.WithValue(context.WithoutCancel(ctx), connecting{}, true), importTimeout)
+		defer cancel()
+		if err := kv.onConnect(c); err != nil {
+			return err
+		}
 	}
 	kv.ready.Store(true)
 	return nil

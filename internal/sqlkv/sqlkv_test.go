@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/kvstore"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/sqlkv/sqlkvtest"
 )
 
 // TestKV: what a record store relies on, on both databases: a stored
@@ -241,7 +242,7 @@ func TestMigrateConcurrent(t *testing.T) {
 	for name, dsn := range databases(t) {
 		t.Run(name, func(t *testing.T) {
 			if name == "postgres" {
-				dsn = postgresTestDSN(t)
+				dsn = sqlkvtest.PostgresDSN(t)
 			}
 			kvs := []*KV{open(t, name, dsn), open(t, name, dsn), open(t, name, dsn)}
 			var wg sync.WaitGroup
