@@ -14,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/certmagic"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/kvstore"
@@ -138,7 +139,7 @@ func (a *App) provisionRecords() error {
 			return nil, err
 		}
 		kv.OnConnect(func(ctx context.Context) error {
-			done, m, err := kv.Import(ctx, from, copyOld)
+			done, m, err := kv.Import(ctx, from, func(ctx context.Context) (int, error) { return copyOld(ctx, kv) })
 			if done {
 				logger.Info("records imported into SQL once", zap.String("from", m.From), zap.Int("records", m.Records),
 					zap.String("database", kv.String()))
@@ -173,23 +174,15 @@ func (a *App) cleanupRecords() {
 
 // importer returns what the one-time import reads (today's layout: Redis
 // when redis is configured, else Caddy's storage) and the copy into SQL.
-func (a *App) importer() (string, func(ctx context.Context) (int, error)) {
+func (a *App) importer() (string, func(ctx context.Context, dst *sqlkv.KV) (int, error)) {
 	p := a.RedisKeyPrefix()
-	if a.redis != nil {
+	if client := a.redis; client != nil {
 		from := "redis " + a.redisKey + " prefix " + p
-		return from, func(ctx context.Context) (int, error) {
-			dst := a.recordsSQL
-			if dst == nil {
-				return 0, errors.New("no SQL store")
-			}
-			return importRedis(ctx, dst, a, p)
-		}
+		return from, func(ctx context.Context, dst *sqlkv.KV) (int, error) { return importRedis(ctx, dst, client, p) }
 	}
 	storage := a.storage
 	from := fmt.Sprintf("storage %T", storage)
-	return from, func(ctx context.Context) (int, error) {
-		return importStorage(ctx, a.recordsSQL, storage)
-	}
+	return from, func(ctx context.Context, dst *sqlkv.KV) (int, error) { return importStorage(ctx, dst, storage) }
 }
 
 // recordFolders are the folders the record stores keep in a KV, under
@@ -214,18 +207,18 @@ func importStorage(ctx context.Context, dst *sqlkv.KV, src certmagic.Storage) (i
 // usage limits' KV records, and the prompts and rate-limit policies kept
 // in Redis hashes, which are written as their storage stores write them.
 // The change counter stays in Redis: it is the change feed.
-func importRedis(ctx context.Context, dst *sqlkv.KV, a *App, p string) (int, error) {
+func importRedis(ctx context.Context, dst *sqlkv.KV, client redis.UniversalClient, p string) (int, error) {
 	keysPrefix := p + "llm_gateway/keys"
-	total, err := dst.Copy(ctx, kvstore.NewRedis(a.redis, 0), keysPrefix, []string{keysPrefix + "/server_secret"}, "", "")
+	total, err := dst.Copy(ctx, kvstore.NewRedis(client, 0), keysPrefix, []string{keysPrefix + "/server_secret"}, "", "")
 	if err != nil {
 		return total, err
 	}
-	n, err := dst.Copy(ctx, kvstore.NewRedis(a.redis, 0).WithPrefix(p), "llm/usage-limits", nil, "", "")
+	n, err := dst.Copy(ctx, kvstore.NewRedis(client, 0).WithPrefix(p), "llm/usage-limits", nil, "", "")
 	total += n
 	if err != nil {
 		return total, err
 	}
-	ps, err := prompts.NewRedisStore(a.redis, promptsNamespace(p)).Load(ctx)
+	ps, err := prompts.NewRedisStore(client, promptsNamespace(p)).Load(ctx)
 	if err != nil {
 		return total, fmt.Errorf("reading prompts: %w", err)
 	}
@@ -236,7 +229,7 @@ func importRedis(ctx context.Context, dst *sqlkv.KV, a *App, p string) (int, err
 			return total, err
 		}
 	}
-	pols, err := policies.NewRedisStore(a.redis, policies.StoreConfig{Namespace: p + "llmgw:policies"}).List(ctx, "")
+	pols, err := policies.NewRedisStore(client, policies.StoreConfig{Namespace: p + "llmgw:policies"}).List(ctx, "")
 	if err != nil {
 		return total, fmt.Errorf("reading rate-limit policies: %w", err)
 	}
