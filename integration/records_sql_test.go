@@ -112,8 +112,8 @@ func TestRecordsSurviveRedisFlush(t *testing.T) {
 // policy and a prompt in Redis, or in Caddy's storage without Redis) are
 // copied into SQL when a ledger is added, once: they are served from SQL
 // (a Redis flush afterwards changes nothing), the marker row records the
-// import, and a record changed after it (a key revoked) is not
-// overwritten by its old copy at the next start.
+// import, and a record changed after it (a key revoked) or deleted (a
+// usage limit) is not brought back from the old store at the next start.
 func TestRecordsImportedOnce(t *testing.T) {
 	for _, from := range []string{"redis", "storage"} {
 		for _, st := range recordsStores {
@@ -132,7 +132,10 @@ func TestRecordsImportedOnce(t *testing.T) {
 				as(t, keysAdminKey, "POST", "/api-keys/workspace/service", `{"name":"old","scopes":["completions.write"],"defaults":{"virtual_key":"openai"}}`, 200, &key)
 				as(t, keysAdminKey, "POST", "/api-keys/workspace/service", `{"name":"gone","scopes":["completions.write"]}`, 200, &gone)
 				const cond = `"conditions":[{"key":"api_key","value":"*"}],"group_by":[{"key":"api_key"}]`
-				as(t, keysAdminKey, "POST", "/policies/usage-limits", `{"name":"old-limit","type":"cost","credit_limit":100,"periodic_reset":"monthly",`+cond+`}`, 200, nil)
+				var limit struct {
+					ID string `json:"id"`
+				}
+				as(t, keysAdminKey, "POST", "/policies/usage-limits", `{"name":"old-limit","type":"cost","credit_limit":100,"periodic_reset":"monthly",`+cond+`}`, 200, &limit)
 				as(t, keysAdminKey, "POST", "/policies/rate-limits", `{"name":"old-rl","type":"requests","unit":"rpm","value":1000,`+cond+`}`, 200, nil)
 				as(t, keysAdminKey, "POST", "/prompts", `{"name":"old-prompt","string":"[{\"role\":\"user\",\"content\":\"Hi {{name}}\"}]","model":"gpt-4o-mini"}`, 200, nil)
 				if err := chatWith(key.Key); err != nil {
@@ -175,6 +178,8 @@ func TestRecordsImportedOnce(t *testing.T) {
 					}
 				}
 				revoked("after the import")
+				// Deleted after the import: the old store still holds it.
+				as(t, keysAdminKey, "DELETE", "/policies/usage-limits/"+limit.ID, "", 200, nil)
 				// A start without the ledger (the records database is
 				// closed), then with it again: the marker stops a second
 				// import, which would find the old store's records.
@@ -186,6 +191,9 @@ func TestRecordsImportedOnce(t *testing.T) {
 					t.Fatalf("at the next start: %v", err)
 				}
 				revoked("at the next start")
+				if raw := as(t, keysAdminKey, "GET", "/policies/usage-limits", "", 200, nil); strings.Contains(string(raw), limit.ID) {
+					t.Fatalf("a usage limit deleted after the import is back: %s", raw)
+				}
 				if from == "redis" {
 					rc.FlushDB(ctx)
 					time.Sleep(1500 * time.Millisecond) // the poll rereads SQL
