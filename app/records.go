@@ -105,7 +105,7 @@ func (a *App) recordsDSN() (string, error) {
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
 		return dsn, nil
 	case dsn == ":memory:":
-		return "", errors.New("records sql needs a ledger on disk or PostgreSQL, not :memory:")
+		return "", errors.New("records sql needs a ledger on disk or PostgreSQL (the ledger is in memory)")
 	case dsn == "":
 		return filepath.Join(caddy.AppDataDir(), recordsFile), nil
 	}
