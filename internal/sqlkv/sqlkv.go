@@ -32,6 +32,8 @@ import (
 
 	"github.com/caddyserver/certmagic"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/kvstore"
+
 	// The database/sql drivers the ledger uses too: pgx for PostgreSQL,
 	// modernc's pure-Go SQLite for the embedded store.
 	_ "github.com/jackc/pgx/v5/stdlib"
@@ -333,6 +335,30 @@ func (kv *KV) List(ctx context.Context, prefix string, recursive bool) ([]string
 	return out, nil
 }
 
+// Scan implements kvstore.Scanner: the records of the folder prefix with
+// their values, in key order, in one query.
+func (kv *KV) Scan(ctx context.Context, prefix string, fn func(key string, value []byte) error) error {
+	if err := kv.Connect(ctx); err != nil {
+		return err
+	}
+	rows, err := kv.db.QueryContext(ctx, kv.bind(`SELECT key, value FROM llm_records WHERE dir = ? ORDER BY key`), strings.TrimSuffix(prefix, "/"))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		var v []byte
+		if err := rows.Scan(&k, &v); err != nil {
+			return err
+		}
+		if err := fn(k, v); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
 // Stat implements certmagic.Storage.
 func (kv *KV) Stat(ctx context.Context, key string) (certmagic.KeyInfo, error) {
 	if err := kv.Connect(ctx); err != nil {
@@ -382,4 +408,8 @@ func (kv *KV) CompareAndSwap(ctx context.Context, key string, old, value []byte)
 	return n == 1, err
 }
 
-var _ certmagic.Storage = (*KV)(nil)
+var (
+	_ certmagic.Storage = (*KV)(nil)
+	_ kvstore.Scanner   = (*KV)(nil)
+	_ kvstore.Swapper   = (*KV)(nil)
+)
