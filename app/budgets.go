@@ -60,13 +60,15 @@ type budgetState struct {
 // listens enforces it, and the instance listens until ctx ends (the
 // config is unloaded).
 func (a *App) provisionBudgets(ctx caddy.Context) error {
-	var kv kvstore.KV = a.storage
+	var kv kvstore.KV = a.records
 	var (
 		once  budgets.Markers
 		marks budgets.Marks
 	)
-	if a.redis != nil {
+	if a.recordsRedis {
 		kv = kvstore.NewRedis(a.redis, 0).WithPrefix(a.RedisKeyPrefix())
+	}
+	if a.redis != nil {
 		once = budgets.RedisOnce{Client: a.redis, Prefix: a.RedisKeyPrefix()}
 		marks = budgets.RedisMarks{Client: a.redis, Prefix: a.RedisKeyPrefix()}
 	} else {

@@ -174,6 +174,8 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = a.unmarshalRedis(d)
 		case "ledger":
 			err = a.unmarshalLedger(d)
+		case "records":
+			err = a.unmarshalRecords(d)
 		case "budgets":
 			err = a.unmarshalBudgets(d)
 		case "keys":

@@ -48,6 +48,10 @@ type keysState struct {
 	Keys *KeysConfig `json:"keys,omitempty"`
 
 	keyStore *keys.Store
+
+	// recordsState adds "records": where these and the other
+	// control-plane records live (records.go).
+	recordsState
 }
 
 // keyStores holds one record store per backend and secrets for the whole
@@ -74,13 +78,22 @@ func (a *App) provisionKeys(ctx caddy.Context) error {
 	repl := caddy.NewReplacer()
 	opts := keys.Options{Logger: a.logger.Named("keys")}
 	backend := ""
+	// With Redis, changes are announced through it (and the change
+	// counter is there) wherever the records live; the key prefix names
+	// the records too, so an import copies them as they are.
 	if a.redis != nil {
-		opts.KV, opts.Redis, backend = kvstore.NewRedis(a.redis, 0), a.redis, "redis|"+a.redisKey+"|"+a.RedisKeyPrefix()
+		opts.Redis, backend = a.redis, "redis|"+a.redisKey+"|"+a.RedisKeyPrefix()
 		if p := a.RedisKeyPrefix(); p != "" {
 			opts.Prefix = p + "llm_gateway/keys"
 		}
-	} else {
-		opts.KV, backend = a.storage, fmt.Sprintf("storage|%T|%+v", a.storage, a.storage)
+	}
+	switch {
+	case a.recordsRedis:
+		opts.KV = kvstore.NewRedis(a.redis, 0)
+	case a.recordsSQL != nil:
+		opts.KV, backend = a.recordsSQL, backend+"|sql|"+a.recordsKey
+	default:
+		opts.KV, backend = a.storage, backend+fmt.Sprintf("|storage|%T|%+v", a.storage, a.storage)
 	}
 	secret := []byte(repl.ReplaceAll(cfg.Secret, ""))
 	if cfg.Secret != "" && len(secret) < 32 {
@@ -91,6 +104,11 @@ func (a *App) provisionKeys(ctx caddy.Context) error {
 		// down the gateway still starts (Caddyfile keys work) and the
 		// store retries.
 		kvOpts := opts
+		if !a.recordsRedis {
+			// The secret is kept with the records: a Redis flush
+			// must not change it (every key would stop working).
+			kvOpts.Redis = nil
+		}
 		opts.Secret = func(ctx context.Context) ([]byte, error) { return keys.LoadOrCreateSecret(ctx, kvOpts) }
 	} else {
 		h, err := keys.NewHasher(secret)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
@@ -48,17 +49,18 @@ func (a *App) provisionPrompts(ctx caddy.Context) error {
 		}
 	}
 	observe.AllowModels(models...)
-	var store prompts.Store = prompts.NewStorageStore(a.storage, "")
-	if a.redis != nil {
-		ns := ""
-		if p := a.RedisKeyPrefix(); p != "" {
-			ns = p + "llmgw:prompts"
-		}
-		store = prompts.NewRedisStore(a.redis, ns)
+	var store prompts.Store = prompts.NewStorageStore(a.records, "")
+	var ttl time.Duration
+	switch {
+	case a.recordsRedis:
+		store = prompts.NewRedisStore(a.redis, promptsNamespace(a.RedisKeyPrefix()))
+	case a.recordsSQL != nil:
+		ttl = recordsPollTTL
 	}
 	logger := ctx.Logger().Named("prompts")
 	reg, err := prompts.NewRegistry(files, prompts.Options{
 		Store:        store,
+		CacheTTL:     ttl,
 		CheckTarget:  a.checkPromptTarget,
 		OnStoreError: func(err error) { logger.Error("prompt store", zap.Error(err)) },
 	})

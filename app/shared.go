@@ -75,6 +75,9 @@ func (a *App) provisionShared(ctx caddy.Context) error {
 	if err := a.provisionRedis(); err != nil {
 		return err
 	}
+	if err := a.provisionRecords(); err != nil {
+		return err
+	}
 	return a.provisionPolicies(ctx)
 }
 
@@ -205,6 +208,7 @@ func (a *App) RedisKeyPrefix() string {
 func (a *App) Cleanup() error {
 	a.cleanupBatches()
 	a.cleanupLedger()
+	a.cleanupRecords()
 	a.cleanupBudgetMetrics()
 	var err error
 	if a.redisKey != "" {
@@ -242,16 +246,24 @@ func (memoryLimiter) Destruct() error { return nil }
 const memoryLimiterKey = "memory"
 
 func (a *App) provisionPolicies(ctx caddy.Context) error {
-	if a.redis != nil {
+	switch {
+	case a.recordsRedis:
 		store := policies.NewRedisStore(a.redis, policies.StoreConfig{Namespace: a.RedisKeyPrefix() + "llmgw:policies"})
 		// Other instances' policy writes drop this config's cached set as
 		// soon as their notice arrives; the watch ends with the config.
 		go store.Watch(ctx, nil)
 		a.policyStore = store
+	case a.recordsSQL != nil:
+		// Read again every second: another instance's change applies
+		// within it, as through Redis's notice.
+		a.policyStore = policies.NewStorageStore(a.records, policies.StoreConfig{CacheTTL: recordsPollTTL})
+	default:
+		a.policyStore = policies.NewStorageStore(a.storage, policies.StoreConfig{})
+	}
+	if a.redis != nil {
 		a.limiter = policies.NewRedisLimiter(a.redis, policies.WithKeyPrefix(a.RedisKeyPrefix()+policies.DefaultKeyPrefix))
 		return nil
 	}
-	a.policyStore = policies.NewStorageStore(a.storage, policies.StoreConfig{})
 	v, _, err := memoryLimiters.LoadOrNew(memoryLimiterKey, func() (caddy.Destructor, error) {
 		return memoryLimiter{policies.NewMemoryLimiter()}, nil
 	})

@@ -361,6 +361,23 @@ func (s *Store) Load(ctx context.Context) error {
 	}
 	idx := newIndex()
 	for _, kind := range []string{kindAPIKeys, kindVirtualKeys, kindConfigs, kindUsers} {
+		if sc, ok := s.opts.KV.(kvstore.Scanner); ok {
+			// One query for the folder (SQL records) instead of a
+			// round trip per record.
+			err := sc.Scan(ctx, s.prefix+"/"+kind, func(name string, data []byte) error {
+				if !strings.HasSuffix(name, ".json") {
+					return nil
+				}
+				if err := s.put(idx, kind, data, false); err != nil {
+					s.opts.Logger.Error("skipping a record that does not decode", zap.String("kind", kind), zap.String("key", path.Base(name)), zap.Error(err))
+				}
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("keys: reading %s: %w", kind, err)
+			}
+			continue
+		}
 		names, err := kvstore.ListKeys(ctx, s.opts.KV, s.prefix+"/"+kind, false)
 		if err != nil {
 			return fmt.Errorf("keys: listing %s: %w", kind, err)
