@@ -228,4 +228,10 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	b.run(t, "the budgets at 390 px", chromedp.Navigate(base+"/budgets"), chromedp.WaitVisible(chromedp.CSS("#spend")))
 	b.shotTo(t, shots, "narrow-budgets")
 	b.clean(t, "narrow screenshots")
+	// And the sign-in page, signed out.
+	b.run(t, "signing out", chromedp.Submit(chromedp.CSS("form.signout")), chromedp.WaitVisible(chromedp.CSS("#signin")))
+	if w, err := chromedp.Run(b.ctx, chromedp.Evaluate[int]("document.documentElement.scrollWidth")); err != nil || w > 390 {
+		t.Errorf("the sign-in page is %d px wide at 390 px (%v)", w, err)
+	}
+	b.clean(t, "the sign-in page at 390 px")
 }
