@@ -184,7 +184,7 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	if got := b.text(t, srow+" td.used"); got != used {
 		t.Fatalf("the test key's spend on the admin's view %q, its own %q", got, used)
 	}
-	if !b.has(t, srow+".over") || !strings.Contains(b.text(t, srow+" td.share"), "over") {
+	if !b.has(t, srow+".exhausted") || !b.has(t, srow+" td.share .flag.over") {
 		t.Fatalf("the exhausted group is not flagged: %q", b.text(t, srow))
 	}
 	if got := b.text(t, "#spend-flags"); !strings.HasPrefix(got, "1 over") {
