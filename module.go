@@ -20,6 +20,7 @@ import (
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/ratelimit"
 	// The management API modules (llm.api.*).
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/keys/keysapi"
+	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/keys/usersapi"
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/prompts/promptapi"
 	// The usage ledger's analytics, logs and usage APIs.
 	_ "github.com/caddy-llm-gateway/caddy-llm-gateway/ledger/ledgerapi"

@@ -137,14 +137,18 @@ func checkLease(d time.Duration) error {
 }
 
 // Caller returns the identity a managed batch's lines run as: the
-// Caddyfile key that created it while it is still configured, or the API
-// key (by id) while it is usable. false stops the batch: the key was
+// Caddyfile key that created it while it is still configured, the API
+// key (by id) while it is usable, or the identity provider's user while
+// its record is active (app/users.go). false stops the batch: the key was
 // removed, revoked, disabled or has expired.
 func (a *App) Caller(c batches.Caller) (*identity.Caller, bool) {
 	for _, k := range a.keys {
 		if k.id.Name == c.Name && k.id.WorkspaceID == c.WorkspaceID && k.id.OrganisationID == c.OrganisationID {
 			return k.id, true
 		}
+	}
+	if identity.ReservedName(c.Name) {
+		return a.userCaller(c)
 	}
 	if c.KeyID == "" || a.keyStore == nil {
 		return nil, false

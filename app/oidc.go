@@ -70,6 +70,9 @@ func (a *App) provisionOIDC() error {
 		return fmt.Errorf("oidc: egress_allow: %v", err)
 	}
 	a.tokens, err = jwtauth.New(cfg, guardrails.NewEgressClient(guard))
+	if err == nil {
+		a.watchUsers()
+	}
 	return err
 }
 

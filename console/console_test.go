@@ -506,16 +506,12 @@ func TestKeySearchAndGrace(t *testing.T) {
 	if w.Code != 200 || !strings.Contains(w.Body.String(), `value="Team A"`) || !strings.Contains(w.Body.String(), "keys match") {
 		t.Fatalf("searched keys page: %d", w.Code)
 	}
-	f.mu.Lock()
-	q, _ := url.ParseQuery(f.queries[len(f.queries)-1])
-	f.mu.Unlock()
+	q := f.lastQuery("GET /v1/api-keys")
 	if q.Get("search") != "Team A" || q.Get("status") != "active" {
 		t.Fatalf("the API was asked %v", q)
 	}
 	long := serve(h, "GET", "/keys?search="+strings.Repeat("x", 300), nil, id)
-	f.mu.Lock()
-	q, _ = url.ParseQuery(f.queries[len(f.queries)-1])
-	f.mu.Unlock()
+	q = f.lastQuery("GET /v1/api-keys")
 	if long.Code != 200 || len(q.Get("search")) != maxKeySearch {
 		t.Fatalf("a long search: %d, sent %d bytes", long.Code, len(q.Get("search")))
 	}

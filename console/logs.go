@@ -31,6 +31,9 @@ type logRow struct {
 
 type logsData struct {
 	Key, Model, Status string
+	// Provider and Workspace narrow to one provider and one workspace
+	// (the breakdowns' drill-down).
+	Provider, Workspace string
 	// From and To are datetime-local values (UTC); Meta is key=value;
 	// Trace a trace id.
 	From, To, Meta, Trace string
@@ -52,9 +55,11 @@ func filterValue(r *http.Request, name string) string {
 }
 
 // logsPage lists the ledger's records the signed-in key may read, newest
-// first, filtered by key, model and status: one API call per page.
+// first, filtered by key, model, status, provider, workspace, time,
+// metadata and trace id: one API call per page.
 func (h *Handler) logsPage(w http.ResponseWriter, r *http.Request, c *ctx) {
 	d := &logsData{Key: filterValue(r, "key"), Model: filterValue(r, "model"), Status: filterValue(r, "status"),
+		Provider: filterValue(r, "provider"), Workspace: filterValue(r, "workspace"),
 		From: filterValue(r, "from"), To: filterValue(r, "to"), Meta: filterValue(r, "meta"), Trace: filterValue(r, "trace")}
 	d.Page, _ = strconv.Atoi(r.URL.Query().Get("page"))
 	d.Page = min(max(d.Page, 0), 1<<20)
@@ -67,6 +72,12 @@ func (h *Handler) logsPage(w http.ResponseWriter, r *http.Request, c *ctx) {
 	}
 	if d.Status != "" {
 		q.Set("status_code", d.Status)
+	}
+	if d.Provider != "" {
+		q.Set("providers", d.Provider)
+	}
+	if d.Workspace != "" {
+		q.Set("workspace_id", d.Workspace)
 	}
 	if d.Trace != "" {
 		q.Set("trace_id", d.Trace)
@@ -105,7 +116,7 @@ func (h *Handler) logsPage(w http.ResponseWriter, r *http.Request, c *ctx) {
 	d.Logs, d.Total, d.TotalCapped = list.Data, list.Total, list.TotalCapped
 	link := func(pg int) string {
 		v := url.Values{"page": {strconv.Itoa(pg)}}
-		for k, s := range map[string]string{"key": d.Key, "model": d.Model, "status": d.Status, "from": d.From, "to": d.To, "meta": d.Meta, "trace": d.Trace} {
+		for k, s := range map[string]string{"key": d.Key, "model": d.Model, "status": d.Status, "provider": d.Provider, "workspace": d.Workspace, "from": d.From, "to": d.To, "meta": d.Meta, "trace": d.Trace} {
 			if s != "" {
 				v.Set(k, s)
 			}

@@ -308,6 +308,12 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, c *ctx, path str
 	case path == "/logs" && !post:
 		h.logsPage(w, r, c)
 		return
+	case path == "/breakdowns" && !post:
+		h.breakdowns(w, r, c)
+		return
+	case path == "/users" && !post:
+		h.usersPage(w, r, c)
+		return
 	case path == "/playground":
 		h.playground(w, r, c)
 		return

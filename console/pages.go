@@ -36,8 +36,6 @@ type bucket struct {
 	Errors   int64
 	Tokens   int64
 	CostUSD  string
-	// X, Y, W, H place its bar in the SVG chart.
-	X, Y, W, H int
 }
 
 type overviewData struct {
@@ -50,7 +48,8 @@ type overviewData struct {
 	// LatencyAvg and LatencyP99 are in milliseconds; CacheHitRate in
 	// percent.
 	LatencyAvg, LatencyP99, CacheHitRate float64
-	Buckets                              []bucket
+	// Chart is the requests per bucket, laid out for the SVG.
+	Chart *chart
 	// Rows are the buckets with traffic, for the table.
 	Rows []bucket
 }
@@ -75,9 +74,6 @@ func str(m map[string]json.RawMessage, k string) string {
 	return s
 }
 
-// Chart geometry, in SVG user units.
-const chartW, chartH = 600, 120
-
 // overview shows requests, errors, tokens and cost over a range, from
 // the analytics graphs (the same numbers any client reads).
 func (h *Handler) overview(w http.ResponseWriter, r *http.Request, c *ctx) {
@@ -92,7 +88,9 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request, c *ctx) {
 	// The range ends at the next whole second, so the requests of the
 	// current second count.
 	end := time.Now().UTC().Truncate(time.Second).Add(time.Second)
-	q := url.Values{"time_of_generation_min": {end.Add(-span).Format(time.RFC3339)}, "time_of_generation_max": {end.Format(time.RFC3339)}}
+	unit := rangeBuckets[d.Range]
+	q := url.Values{"time_of_generation_min": {end.Add(-span).Format(time.RFC3339)}, "time_of_generation_max": {end.Format(time.RFC3339)},
+		"bucket": {unit}}
 	var req, errs, tok, cost, lat, hit graph
 	graphs := []struct {
 		path string
@@ -113,11 +111,7 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request, c *ctx) {
 	d.CacheHitRate = numf(hit.Summary, "rate")
 	d.Requests, d.Errors, d.Tokens = num(req.Summary, "total"), num(errs.Summary, "total"), num(tok.Summary, "total")
 	d.CostUSD = str(cost.Summary, "total_usd")
-	n := len(req.DataPoints)
-	var peak int64 = 1
-	for _, p := range req.DataPoints {
-		peak = max(peak, num(p, "total"))
-	}
+	var all []bucket
 	for i, p := range req.DataPoints {
 		b := bucket{Time: str(p, "timestamp"), Requests: num(p, "total")}
 		if i < len(errs.DataPoints) {
@@ -129,15 +123,12 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request, c *ctx) {
 		if i < len(cost.DataPoints) {
 			b.CostUSD = str(cost.DataPoints[i], "total_usd")
 		}
-		b.W = max(1, chartW/max(n, 1)-1)
-		b.X = i * chartW / max(n, 1)
-		b.H = int(b.Requests * chartH / peak)
-		b.Y = chartH - b.H
-		d.Buckets = append(d.Buckets, b)
+		all = append(all, b)
 		if b.Requests > 0 {
 			d.Rows = append(d.Rows, b)
 		}
 	}
+	d.Chart = buildChart(all, unit)
 	h.renderFor(w, r, c, http.StatusOK, "overview", &page{Title: "Overview", Data: d})
 }
 
@@ -151,6 +142,11 @@ type keyRow struct {
 	Scopes    []string  `json:"scopes"`
 	Source    string    `json:"source"`
 	CreatedAt time.Time `json:"created_at"`
+	// WorkspaceID and ExpiresAt are the key's (nil: it does not expire).
+	WorkspaceID string     `json:"workspace_id"`
+	ExpiresAt   *time.Time `json:"expires_at"`
+	// Use is the key's traffic over keyUsageSpan (nil: none, or not read).
+	Use *keyUse `json:"-"`
 }
 
 type keysData struct {
@@ -167,6 +163,8 @@ type keysData struct {
 	CanNew         bool
 	CanRot         bool
 	CanDel         bool
+	// UseErr says why the keys' use is not shown ("" when it is).
+	UseErr string
 }
 
 // keysPageSize is how many keys a page shows: one API call per page,
@@ -222,6 +220,7 @@ func (h *Handler) keysPage(w http.ResponseWriter, r *http.Request, c *ctx) {
 	if list.HasMore {
 		d.Next = list.LastID
 	}
+	d.UseErr = h.keysUse(r, c, d.Keys)
 	h.renderFor(w, r, c, http.StatusOK, "keys", p)
 }
 

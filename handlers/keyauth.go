@@ -71,6 +71,15 @@ func checkModel(id *identity.Caller, c *providers.Call) error {
 			model = ""
 		}
 	}
+	if model == "" && c.Op != providers.OpModels {
+		// A multipart upload, a passed-through API or a provider-native
+		// path names its model where the parse did not read it.
+		m, err := namedModel(c)
+		if err != nil {
+			return err
+		}
+		model = m
+	}
 	if model == "" && mintsClientSecret(c) {
 		// The provider would pick its default model: a key limited
 		// to models names the one the secret is for.

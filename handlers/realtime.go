@@ -13,7 +13,6 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity/handoff"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
@@ -127,8 +126,8 @@ func (g *Gateway) serveRealtime(r *http.Request, q *Request, f *flight) error {
 		_ = up.CloseNow()
 		return nil
 	}
-	m := &socketMeter{g: g, q: q, f: f, target: t, model: q.Call.Model, ctx: r.Context()}
-	m.stage, _ = g.app.Admission(handoff.From(r.Context()).Admission(g.app.Issuer()))
+	m := &socketMeter{g: g, q: q, f: f, target: t, model: q.Call.Model, ctx: r.Context(),
+		stageKey: handoff.From(r.Context()).Admission(g.app.Issuer())}
 	s := realtime.NewSession(client, up, lim, m)
 	if !g.hub.Add(s) {
 		s.GoAway()
@@ -230,7 +229,9 @@ type socketMeter struct {
 	f      *flight
 	target *routing.Target
 	model  string
-	stage  app.Admission
+	// stageKey names the llm_ratelimit stage that admitted the upgrade
+	// ("" when none did).
+	stageKey string
 	// ctx is the upgrade's: each response's span is a child of its
 	// server span (Caddy's tracing directive), as an attempt's is.
 	ctx context.Context
@@ -248,30 +249,15 @@ func (m *socketMeter) Open(id string) (realtime.Charge, *realtime.Refusal) {
 		code, _ := e.Code.(string)
 		return nil, &realtime.Refusal{Type: e.Type, Code: code, Message: e.Message, Status: http.StatusUnauthorized}
 	}
-	st := handoff.New(g.app.Issuer())
-	st.SetGiven(who)
-	ctx := handoff.With(context.Background(), st)
 	body, _ := json.Marshal(struct {
 		Model string `json:"model"`
 	}{m.model})
-	w := &memoryWriter{header: make(http.Header), max: 64 << 10}
-	req, err := clientlessRequest(ctx, http.MethodPost, realtimePath, m.q.ClientHeader.Clone(), body, w)
-	if err != nil {
-		return nil, &realtime.Refusal{Type: "server_error", Code: "internal_error", Message: "the gateway could not meter the response", Status: 500}
-	}
-	if m.stage != nil && !m.stage.Admit(w, req, who) {
-		return nil, refusalOf(w.status, w.body.Bytes())
-	}
-	if _, done := st.Budgeted(g.app.Issuer(), who); !done {
-		if g.budget != nil {
-			if _, err := g.budget.AdmitBudget(w.header, req, who, body); err != nil {
-				e := apierror.As(err)
-				code, _ := e.Code.(string)
-				return nil, &realtime.Refusal{Type: e.Type, Code: code, Message: e.Message, Status: e.Status}
-			}
-		} else if g.app.BudgetEnforcer().Enabled(ctx) {
-			return nil, &realtime.Refusal{Type: apierror.TypeUnavailable, Code: "budget_stage_missing", Message: "usage limits are configured but this build cannot enforce them", Status: 503}
-		}
+	// Each response is admitted as an MCP tool call is: the one admission
+	// of a call inside a connection (the route's llm_ratelimit stage, then
+	// the usage limits unless that stage applied them).
+	req, ref := g.app.AdmitCall(context.Background(), m.stageKey, g.budget, who, realtimePath, m.q.ClientHeader.Clone(), body)
+	if ref != nil {
+		return nil, &realtime.Refusal{Type: ref.Type, Code: ref.Code, Message: ref.Message, Status: ref.Status}
 	}
 	_, span := observe.StartAttempt(m.ctx, observe.AttemptInfo{Operation: opRealtime, Provider: m.target.Settings.Provider,
 		RequestModel: m.model, Stream: true, Target: m.target.Path})
@@ -331,7 +317,10 @@ func (c *responseCharge) Close(d realtime.Done) {
 		res.ErrorType = "response_" + d.Status
 	}
 	c.span.End(res)
-	observe.RunDone(c.req, &e)
+	if c.req != nil {
+		// nil when no limit could apply: nothing to settle.
+		observe.RunDone(c.req, &e)
+	}
 	m.g.app.UsageLedger().Record(&e)
 }
 

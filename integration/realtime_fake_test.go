@@ -129,6 +129,23 @@ func (f *fakeRealtime) authSeen() []string {
 
 // realtimeWait polls cond until it holds, failing the test after a
 // deadline.
+// socketLogLine waits for the gateway's log line that holds sub (a
+// socket's one line, written when it closes) and returns it.
+func socketLogLine(t *testing.T, sub string) string {
+	t.Helper()
+	var line string
+	realtimeWait(t, "the socket's log line", func() bool {
+		for _, l := range gatewayLogLines(t) {
+			if strings.Contains(l, sub) {
+				line = l
+				return true
+			}
+		}
+		return false
+	})
+	return line
+}
+
 func realtimeWait(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)

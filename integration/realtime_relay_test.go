@@ -115,16 +115,7 @@ func TestRealtimeSDKSession(t *testing.T) {
 		}
 	}
 	// One log line for the socket, with its totals.
-	var line string
-	realtimeWait(t, "the socket's log line", func() bool {
-		for _, l := range gatewayLogLines(t) {
-			if strings.Contains(l, `"realtime":{`) {
-				line = l
-				return true
-			}
-		}
-		return false
-	})
+	line := socketLogLine(t, `"realtime":{`)
 	if gjson.Get(line, "realtime.responses").Int() != 2 || gjson.Get(line, "realtime.input_tokens").Int() != 200 ||
 		gjson.Get(line, "realtime.output_audio_tokens").Int() != 80 || gjson.Get(line, "status").Int() != 101 {
 		t.Errorf("socket log line: %s", line)

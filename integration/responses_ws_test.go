@@ -122,16 +122,7 @@ func TestResponsesWebSocketSDK(t *testing.T) {
 		t.Fatalf("GET the stored response: %v %v", got, err)
 	}
 
-	var line string
-	realtimeWait(t, "the socket's log line", func() bool {
-		for _, l := range gatewayLogLines(t) {
-			if strings.Contains(l, `"responses_websocket":{`) {
-				line = l
-				return true
-			}
-		}
-		return false
-	})
+	line := socketLogLine(t, `"responses_websocket":{`)
 	if gjson.Get(line, "responses_websocket.responses").Int() != 3 || gjson.Get(line, "status").Int() != 101 ||
 		gjson.Get(line, "responses_websocket.input_tokens").Int() == 0 {
 		t.Errorf("socket log line: %s", line)

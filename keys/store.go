@@ -87,6 +87,7 @@ type index struct {
 	vkSlug   map[wsName]*vkEntry
 	configs  map[string]*Config
 	cfgSlug  map[wsName]*cfgEntry
+	users    users // the identity provider's users (users.go)
 }
 
 // wsName is a name within one workspace.
@@ -358,7 +359,7 @@ func (s *Store) Load(ctx context.Context) error {
 		return err
 	}
 	idx := newIndex()
-	for _, kind := range []string{kindAPIKeys, kindVirtualKeys, kindConfigs} {
+	for _, kind := range []string{kindAPIKeys, kindVirtualKeys, kindConfigs, kindUsers} {
 		names, err := kvstore.ListKeys(ctx, s.opts.KV, s.prefix+"/"+kind, false)
 		if err != nil {
 			return fmt.Errorf("keys: listing %s: %w", kind, err)
@@ -422,6 +423,15 @@ func (s *Store) put(idx *index, kind string, data []byte, sorted bool) error {
 			return nil
 		}
 		idx.putConfig(r, s.openConfig(r))
+	case kindUsers:
+		r := new(User)
+		if err := json.Unmarshal(data, r); err != nil {
+			return err
+		}
+		if old := idx.users.byID[r.ID]; old != nil && old.Version > r.Version {
+			return nil
+		}
+		idx.users.put(r)
 	}
 	return nil
 }
@@ -578,5 +588,7 @@ func (idx *index) drop(kind, id string) {
 		idx.dropVK(id)
 	case kindConfigs:
 		idx.dropConfig(id)
+	case kindUsers:
+		idx.users.drop(id)
 	}
 }

@@ -215,7 +215,7 @@ func (s *Store) reloadAll() {
 // reloadOne reads one record again and applies it (or its deletion).
 func (s *Store) reloadOne(kind, id string) error {
 	switch kind {
-	case kindAPIKeys, kindVirtualKeys, kindConfigs:
+	case kindAPIKeys, kindVirtualKeys, kindConfigs, kindUsers:
 	default:
 		return fmt.Errorf("unknown kind %q", kind)
 	}

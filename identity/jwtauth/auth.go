@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
@@ -48,7 +49,18 @@ type Authenticator struct {
 
 	cacheMu sync.RWMutex
 	cache   map[[sha256.Size]byte]entry
+
+	// observer, when set, hears each validation that was not answered
+	// from the cache (see Observe).
+	observer atomic.Pointer[func(*identity.Caller, *Reason)]
 }
+
+// Observe makes f hear the outcome of every validation the cache did not
+// answer: the caller of an accepted token, or the refusal. It runs on
+// the request that validated, after the outcome is cached; the record
+// store keeps user records with it (app/users.go), so a user is written
+// at most once per token per cache_ttl, never on a cached request.
+func (a *Authenticator) Observe(f func(*identity.Caller, *Reason)) { a.observer.Store(&f) }
 
 // discovery is what the issuer's discovery document says.
 type discovery struct {
@@ -121,6 +133,9 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (*identi
 		until = now.Add(min(refusalTTL, time.Duration(a.cfg.CacheTTL)))
 	}
 	a.store(key, entry{id: id, err: reason, until: until}, now)
+	if f := a.observer.Load(); f != nil {
+		(*f)(id, reason)
+	}
 	return id, reason
 }
 
@@ -140,6 +155,12 @@ func (a *Authenticator) validate(ctx context.Context, token string) (*identity.C
 		}
 	}
 	id, err := a.cfg.mapCaller(reg.Subject, claims)
+	var reason *Reason
+	if errors.As(err, &reason) {
+		// A verified user the mapping refuses: name it, so its record
+		// can be disabled (Observe).
+		reason.UserID = userKeyID(a.cfg.Issuer, reg.Subject)
+	}
 	if err != nil {
 		return nil, time.Time{}, err
 	}

@@ -41,6 +41,9 @@ var defaultAlgorithms = []jose.SignatureAlgorithm{
 // Reason is why a token was refused: the 401's code and message.
 type Reason struct {
 	Code, Message string
+	// UserID is set when the token verified but the claims mapping
+	// refused its user (CodeForbidden): that user's caller KeyID.
+	UserID string
 }
 
 func (r *Reason) Error() string { return r.Message }

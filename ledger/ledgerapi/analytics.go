@@ -4,9 +4,11 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ledger"
 )
 
@@ -37,6 +39,9 @@ func analyticsRoutes(add func(path, scope string, needsDB bool, h handler)) {
 		"config":      {column: ledger.ByConfig, name: "config"},
 		"status_code": {column: ledger.ByStatus, name: "status_code"},
 		"users":       {metaKey: "_user", name: "user"},
+		// The identity provider's users: the callers named
+		// identity.UserPrefix+sub, which the ledger keys as API keys.
+		"idp-users": {column: ledger.ByAPIKey, prefix: identity.UserPrefix, name: "user"},
 	}
 	for name, g := range groups {
 		add("/v1/analytics/groups/"+name, scopeAnalytics, true, groupHandler(g))
@@ -60,6 +65,30 @@ func bucketFor(from, to time.Time) time.Duration {
 	}
 }
 
+// buckets are the graphs' bucket choices, by the name ?bucket= gives.
+var buckets = map[string]time.Duration{"minute": time.Minute, "hour": time.Hour, "day": 24 * time.Hour, "week": 7 * 24 * time.Hour}
+
+// maxPoints bounds a graph's buckets when ?bucket= picks their size.
+const maxPoints = 1000
+
+// bucket is the graph's bucket: ?bucket= (minute, hour, day or week)
+// when given, so a chart can ask for a finer one than bucketFor's (a
+// week by hours), else bucketFor's. At most maxPoints buckets.
+func (c *call) bucket(from, to time.Time) (time.Duration, error) {
+	v := c.q.Get("bucket")
+	if v == "" {
+		return bucketFor(from, to), nil
+	}
+	b, ok := buckets[v]
+	if !ok {
+		return 0, apierror.BadRequest("bucket", "must be minute, hour, day or week")
+	}
+	if to.Sub(from)/b >= maxPoints {
+		return 0, apierror.BadRequest("bucket", "gives more than %d points over this range: choose a longer bucket", maxPoints)
+	}
+	return b, nil
+}
+
 // series is a graph's buckets, every one from the range's start to its
 // end (empty ones zero), and the totals over them.
 type series struct {
@@ -72,7 +101,10 @@ func (c *call) series() (*series, *ledger.Filter, time.Duration, error) {
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	bucket := bucketFor(f.From, f.To)
+	bucket, err := c.bucket(f.From, f.To)
+	if err != nil {
+		return nil, nil, 0, err
+	}
 	pts, all, err := c.db.Series(c.r.Context(), f, bucket)
 	if err != nil {
 		return nil, nil, 0, err
@@ -230,6 +262,8 @@ func percentile(bins map[int64]int64, q float64) float64 {
 // key, and the name of the value in the answer.
 type groupBy struct {
 	column, metaKey, name string
+	// prefix keeps the groups whose value starts with it.
+	prefix string
 }
 
 // groupsResponse is the reference's grouped list.
@@ -260,7 +294,15 @@ func (c *call) groups(g groupBy) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	groups, total, err := c.db.Groups(c.r.Context(), f, g.column, g.metaKey, limit, offset)
+	var (
+		groups []ledger.Group
+		total  int64
+	)
+	if g.prefix == "" {
+		groups, total, err = c.db.Groups(c.r.Context(), f, g.column, g.metaKey, limit, offset)
+	} else {
+		groups, total, err = c.prefixGroups(f, g, limit, offset)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -278,4 +320,25 @@ func (c *call) groups(g groupBy) (any, error) {
 		})
 	}
 	return out, nil
+}
+
+// prefixGroups is Groups of the values starting with g.prefix. The
+// grouped columns' values are bounded by configuration (keys and users),
+// and Groups gathers every group before it cuts the page, so every group
+// is read and the page cut after the prefix is applied.
+func (c *call) prefixGroups(f *ledger.Filter, g groupBy, limit, offset int) ([]ledger.Group, int64, error) {
+	all, _, err := c.db.Groups(c.r.Context(), f, g.column, "", math.MaxInt32, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	kept := all[:0]
+	for _, gr := range all {
+		if strings.HasPrefix(gr.Value, g.prefix) {
+			kept = append(kept, gr)
+		}
+	}
+	if offset >= len(kept) {
+		return nil, int64(len(kept)), nil
+	}
+	return kept[offset:min(offset+limit, len(kept))], int64(len(kept)), nil
 }

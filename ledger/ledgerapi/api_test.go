@@ -27,6 +27,7 @@ func TestLedgerAPI(t *testing.T) {
 		rec("trace-own", cp.Member, cp.Workspace, cp.Org),
 		rec("trace-ws2", cp.Member2, cp.Workspace2, cp.Org),
 		rec("trace-other", cp.Outsider, cp.OtherWS, cp.OtherOrg),
+		rec("trace-user", "user:alice", cp.Workspace2, cp.Org),
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -49,6 +50,11 @@ func TestLedgerAPI(t *testing.T) {
 		{Name: "no scope", Key: cp.Reader, Method: "GET", Path: "/v1/logs/" + ownID, Status: 403, Code: "missing_scope"},
 		{Name: "no analytics scope", Key: cp.Reader, Method: "GET", Path: "/v1/analytics/graphs/requests", Status: 403, Code: "missing_scope"},
 		{Name: "graph", Key: cp.Member, Method: "GET", Path: "/v1/analytics/graphs/requests", Status: 200},
+		{Name: "graph by hours over a week", Key: cp.Member, Method: "GET", Path: "/v1/analytics/graphs/requests?bucket=hour&time_of_generation_min=" + now.Add(-7*24*time.Hour).Format(time.RFC3339), Status: 200, Contains: `"timestamp":"` + now.Add(-time.Minute).Truncate(time.Hour).Format(time.RFC3339)},
+		{Name: "graph bucket unknown", Key: cp.Member, Method: "GET", Path: "/v1/analytics/graphs/cost?bucket=second", Status: 400, Contains: "bucket"},
+		{Name: "graph bucket too many points", Key: cp.Member, Method: "GET", Path: "/v1/analytics/graphs/tokens?bucket=minute&time_of_generation_min=" + now.Add(-24*time.Hour).Format(time.RFC3339), Status: 400, Contains: "1000 points"},
+		{Name: "identity-provider users", Key: cp.Member2, Method: "GET", Path: "/v1/analytics/groups/idp-users", Status: 200, Contains: `"user":"user:alice"`, Lacks: cp.Member2},
+		{Name: "identity-provider users, past the last page", Key: cp.Member2, Method: "GET", Path: "/v1/analytics/groups/idp-users?current_page=1&page_size=1", Status: 200, Contains: `"total":1`, Lacks: "alice"},
 		{Name: "groups", Key: cp.Admin, Method: "GET", Path: "/v1/analytics/groups/workspaces", Status: 200, Contains: cp.Workspace2, Lacks: cp.OtherWS},
 		{Name: "usage/me needs no scope", Key: cp.Reader, Method: "GET", Path: "/v1/usage/me", Status: 200},
 		{Name: "unserved under /v1/logs/", Key: cp.Member, Method: "POST", Path: "/v1/logs/exports", Status: 404},
