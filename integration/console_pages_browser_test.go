@@ -207,7 +207,7 @@ func TestConsolePagesInBrowser(t *testing.T) {
 		}
 	}
 	pages := []string{"/", "/keys", "/virtual-keys", "/configs", "/configs?slug=" + slug, "/prompts", "/prompts?id=" + promptID,
-		"/budgets", "/batches", "/logs", "/playground"}
+		"/budgets", "/batches", "/logs", "/breakdowns", "/users", "/playground"}
 	if keyID != "" {
 		pages = append(pages, "/keys/edit?id="+keyID)
 	}
