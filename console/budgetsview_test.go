@@ -43,7 +43,7 @@ func TestBudgetsViewFlags(t *testing.T) {
 		`{"policy_id":"b1","name":"team","type":"cost","group":{"api_key":"eve"},"credit_limit":5,"used":1,"remaining":4,"status":"active"}],"per_request":[]}`}}))
 	body := serve(h, "GET", "/budgets", nil, id).Body.String()
 	rows := []string{
-		`<tr data-policy="team" data-group="api_key=bob" class="exhausted over">`,
+		`<tr data-policy="team" data-group="api_key=bob" class="exhausted">`,
 		`<tr data-policy="team" data-group="user=ada@example.com" class="near">`,
 		`<tr data-policy="team" data-group="api_key=eve">`,
 	}

@@ -66,7 +66,7 @@ func TestBudgetsSpendByScope(t *testing.T) {
 			if q, _ := url.ParseQuery(queries[asked]); q.Get("limit") != "50" || q.Get("offset") != "50" {
 				t.Errorf("spend report asked with %q, want limit=50 offset=50", queries[asked])
 			}
-			exhausted := strings.Index(body, `<tr data-policy="team" data-group="api_key=team-b" class="exhausted over">`)
+			exhausted := strings.Index(body, `<tr data-policy="team" data-group="api_key=team-b" class="exhausted">`)
 			active := strings.Index(body, `<tr data-policy="key spending limit" data-group="api_key=team-a">`)
 			if exhausted < 0 || active < 0 || exhausted > active {
 				t.Fatalf("the spend table lacks a group or changed the API's order (exhausted at %d, active at %d):\n%s", exhausted, active, body)

@@ -184,7 +184,7 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	if got := b.text(t, srow+" td.used"); got != used {
 		t.Fatalf("the test key's spend on the admin's view %q, its own %q", got, used)
 	}
-	if !b.has(t, srow+".over") || !strings.Contains(b.text(t, srow+" td.share"), "over") {
+	if !b.has(t, srow+".exhausted") || !b.has(t, srow+" td.share .flag.over") {
 		t.Fatalf("the exhausted group is not flagged: %q", b.text(t, srow))
 	}
 	if got := b.text(t, "#spend-flags"); !strings.HasPrefix(got, "1 over") {
@@ -207,7 +207,7 @@ func TestConsolePagesInBrowser(t *testing.T) {
 		}
 	}
 	pages := []string{"/", "/keys", "/virtual-keys", "/configs", "/configs?slug=" + slug, "/prompts", "/prompts?id=" + promptID,
-		"/budgets", "/batches", "/logs", "/playground"}
+		"/budgets", "/batches", "/logs", "/breakdowns", "/users", "/playground"}
 	if keyID != "" {
 		pages = append(pages, "/keys/edit?id="+keyID)
 	}
@@ -228,4 +228,10 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	b.run(t, "the budgets at 390 px", chromedp.Navigate(base+"/budgets"), chromedp.WaitVisible(chromedp.CSS("#spend")))
 	b.shotTo(t, shots, "narrow-budgets")
 	b.clean(t, "narrow screenshots")
+	// And the sign-in page, signed out.
+	b.run(t, "signing out", chromedp.Submit(chromedp.CSS("form.signout")), chromedp.WaitVisible(chromedp.CSS("#signin")))
+	if w, err := chromedp.Run(b.ctx, chromedp.Evaluate[int]("document.documentElement.scrollWidth")); err != nil || w > 390 {
+		t.Errorf("the sign-in page is %d px wide at 390 px (%v)", w, err)
+	}
+	b.clean(t, "the sign-in page at 390 px")
 }
