@@ -64,6 +64,8 @@ type breakdownData struct {
 	Page       int
 	Prev, Next string
 	From, To   string
+	// FromText and ToText are From and To for reading.
+	FromText, ToText string
 }
 
 // rangeSpan reads ?range= as the overview does (24h when absent or
@@ -113,10 +115,11 @@ func (h *Handler) breakdowns(w http.ResponseWriter, r *http.Request, c *ctx) {
 	// down and the end up, so every record of the range is listed.
 	d.From = from.Truncate(time.Minute).Format("2006-01-02T15:04")
 	d.To = to.Add(time.Minute - 1).Truncate(time.Minute).Format("2006-01-02T15:04")
+	d.FromText, d.ToText = strings.Replace(d.From, "T", " ", 1), strings.Replace(d.To, "T", " ", 1)
 	d.Total = list.Total
 	for _, g := range list.Data {
 		row := groupRow{Value: anyString(g[dim.field]), Requests: anyInt(g["requests"]), Tokens: anyInt(g["total_tokens"]),
-			Errors: anyInt(g["error_count"]), CostUSD: anyString(g["cost_usd"]), LastSeen: anyString(g["last_seen"])}
+			Errors: anyInt(g["error_count"]), CostUSD: anyString(g["cost_usd"]), LastSeen: strings.Replace(anyString(g["last_seen"]), "T", " ", 1)}
 		row.Logs = template.URL(url.Values{dim.logsParam: {row.Value}, "from": {d.From}, "to": {d.To}}.Encode())
 		d.Rows = append(d.Rows, row)
 	}
