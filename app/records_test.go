@@ -1,6 +1,7 @@
 package app
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -88,5 +89,19 @@ func TestUnmarshalRecords(t *testing.T) {
 		if (err == nil) != ok {
 			t.Errorf("%q: %v", in, err)
 		}
+	}
+}
+
+// TestRecordsJSON: the choice is the llm app's top-level "records".
+func TestRecordsJSON(t *testing.T) {
+	a := &App{}
+	a.Records = RecordsSQL
+	b, err := json.Marshal(a)
+	if err != nil || !strings.Contains(string(b), `"records":"sql"`) {
+		t.Fatalf("%s %v", b, err)
+	}
+	var back App
+	if err := json.Unmarshal([]byte(`{"records":"redis"}`), &back); err != nil || back.Records != RecordsRedis {
+		t.Fatalf("%+v %v", back.Records, err)
 	}
 }

@@ -82,6 +82,18 @@ func TestRecordsSurviveRedisFlush(t *testing.T) {
 			if err := db.QueryRow(bind(`SELECT kind FROM llm_records WHERE key LIKE ?`), "%/api_keys/"+created.ID+".json").Scan(&kind); err != nil || kind != "api_key" {
 				t.Fatalf("the key's SQL row: %q, %v", kind, err)
 			}
+			// No row holds the key itself (only its digest); the id
+			// is found, so the search reads the values.
+			text := "CAST(value AS TEXT)"
+			if strings.HasPrefix(dsn, "postgres") {
+				text = "convert_from(value, 'UTF8')"
+			}
+			for probe, want := range map[string]bool{created.Key: false, created.ID: true} {
+				var n int
+				if err := db.QueryRow(bind(`SELECT COUNT(*) FROM llm_records WHERE `+text+` LIKE ?`), "%"+probe+"%").Scan(&n); err != nil || (n > 0) != want {
+					t.Fatalf("rows holding %.8s…: %d (%v), want some: %v", probe, n, err, want)
+				}
+			}
 			if err := rc.FlushDB(ctx).Err(); err != nil {
 				t.Fatal(err)
 			}
