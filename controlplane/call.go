@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
@@ -33,6 +35,18 @@ type Call struct {
 	Body []byte
 
 	router *Router
+	// header holds the response headers a handler sets (SetHeader), written
+	// with its value.
+	header http.Header
+}
+
+// SetHeader sets a header of the successful answer (an ETag); an error
+// answer carries none of them.
+func (c *Call) SetHeader(name, value string) {
+	if c.header == nil {
+		c.header = http.Header{}
+	}
+	c.header.Set(name, value)
 }
 
 // Context is the request's context.
@@ -98,6 +112,49 @@ func (c *Call) Audit(action, resourceType, resourceID, ws, org string, fields []
 	if a := c.router.opts.Auditor; a != nil {
 		a.Audit(c.Context(), c.Caller, action, resourceType, resourceID, ws, org, fields)
 	}
+}
+
+// ETag is the entity tag of version version of record id: strong, and
+// naming the record too, so a record deleted and created again under the
+// same name (a virtual key's slug) never matches the old one's tag.
+func ETag(id string, version int64) string {
+	return `"` + id + "." + strconv.FormatInt(version, 10) + `"`
+}
+
+// maxIfMatch bounds the If-Match header read (a few tags).
+const maxIfMatch = 1024
+
+// IfMatch reports whether the request names preconditions (an If-Match
+// header) and, if so, whether etag, the stored record's current tag,
+// meets them (RFC 9110 13.1.1: "*" or one of the listed tags, compared
+// strongly, so a weak tag never matches). A write checks it against the
+// record it read inside its compare-and-set, so the check and the write
+// see the same version.
+func (c *Call) IfMatch(etag string) (given, ok bool) {
+	h := c.Request.Header.Values("If-Match")
+	if len(h) == 0 {
+		return false, true
+	}
+	n := 0
+	for _, line := range h {
+		if n += len(line); n > maxIfMatch {
+			return true, false
+		}
+		for _, t := range strings.Split(line, ",") {
+			t = strings.TrimSpace(t)
+			if t == "*" || t == etag {
+				return true, true
+			}
+		}
+	}
+	return true, false
+}
+
+// PreconditionFailed is the 412 of a write whose If-Match no longer names
+// the stored version: nothing was stored.
+func PreconditionFailed() *apierror.Error {
+	return apierror.New(http.StatusPreconditionFailed, apierror.TypeInvalidRequest,
+		"the record changed since the version If-Match names and nothing was stored; read it again (its ETag) and retry").WithCode("precondition_failed")
 }
 
 // CheckBody is the strict reading of a control-plane body: it returns

@@ -132,6 +132,32 @@ func readOnly(what, name string) error {
 		"%s %s is declared in the Caddyfile (the llm app's configuration) and is read-only here: change it there and reload", what, apierror.QuoteID(name)).WithCode("declared_in_caddyfile")
 }
 
+// tag sets the answer's ETag: record id at version v.
+func (c *call) tag(id string, v int64) { c.SetHeader("ETag", controlplane.ETag(id, v)) }
+
+// pre is the call's If-Match as the store's precondition on record id,
+// checked on the stored version inside the write (nil without If-Match:
+// the write is still a compare-and-set on what it read).
+func (c *call) pre(id string) []keys.Precondition {
+	if len(c.r.Header.Values("If-Match")) == 0 {
+		return nil
+	}
+	return []keys.Precondition{func(v int64) bool {
+		_, ok := c.IfMatch(controlplane.ETag(id, v))
+		return ok
+	}}
+}
+
+// writeError is a write's store error as the API answers it: with
+// If-Match, a record changed after the check (a lost swap) is a 412 too,
+// since it is no longer the version named.
+func (c *call) writeError(err error, what, ref string) error {
+	if errors.Is(err, keys.ErrVersionConflict) && len(c.r.Header.Values("If-Match")) > 0 {
+		return controlplane.PreconditionFailed()
+	}
+	return storeError(err, what, ref)
+}
+
 func storeError(err error, what, ref string) error {
 	switch {
 	case errors.Is(err, keys.ErrNotFound):
@@ -150,6 +176,8 @@ func storeError(err error, what, ref string) error {
 // stores nothing.
 func writeRefused(err error) *apierror.Error {
 	switch {
+	case errors.Is(err, keys.ErrPrecondition):
+		return controlplane.PreconditionFailed()
 	case errors.Is(err, keys.ErrVersionConflict):
 		return apierror.New(http.StatusConflict, apierror.TypeInvalidRequest,
 			"the record was changed by another request at the same time and nothing was stored; read it again and retry").WithCode("version_conflict")

@@ -208,6 +208,7 @@ func createVirtualKey(c *call) (any, error) {
 	if err := c.store.CreateVirtualKey(c.r.Context(), r, st); err != nil {
 		return nil, storeError(err, "virtual key", r.Slug)
 	}
+	c.tag(r.ID, r.Version)
 	c.audit("virtual_key.create", "virtual_key", r.ID, r.WorkspaceID, r.OrganisationID, sortedNames(m))
 	return map[string]string{"id": r.ID, "slug": r.Slug, "object": "virtual-key"}, nil
 }
@@ -288,6 +289,7 @@ func getVirtualKey(c *call) (any, error) {
 	if cfg != nil {
 		return viewConfigVK(slug, cfg), nil
 	}
+	c.tag(r.ID, r.Version)
 	return viewVK(r), nil
 }
 
@@ -309,10 +311,11 @@ func updateVirtualKey(c *call) (any, error) {
 			return err
 		}
 		return settings(m, st)
-	})
+	}, c.pre(cur.ID)...)
 	if err != nil {
-		return nil, storeError(err, "virtual key", cur.Slug)
+		return nil, c.writeError(err, "virtual key", cur.Slug)
 	}
+	c.tag(r.ID, r.Version)
 	c.audit("virtual_key.update", "virtual_key", r.ID, r.WorkspaceID, r.OrganisationID, sortedNames(m))
 	return map[string]string{"id": r.ID, "slug": r.Slug, "object": "virtual-key"}, nil
 }
@@ -323,8 +326,8 @@ func deleteVirtualKey(c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.store.DeleteVirtualKey(c.r.Context(), cur.ID); err != nil {
-		return nil, storeError(err, "virtual key", cur.Slug)
+	if err := c.store.DeleteVirtualKey(c.r.Context(), cur.ID, c.pre(cur.ID)...); err != nil {
+		return nil, c.writeError(err, "virtual key", cur.Slug)
 	}
 	c.audit("virtual_key.delete", "virtual_key", cur.ID, cur.WorkspaceID, cur.OrganisationID, nil)
 	return struct{}{}, nil
@@ -352,10 +355,11 @@ func rotateVirtualKey(c *call) (any, error) {
 	if len(idem) > maxIdemKey {
 		return nil, apierror.BadRequest("Idempotency-Key", "the Idempotency-Key header must be at most %d bytes", maxIdemKey)
 	}
-	r, replayed, err := c.store.RotateVirtualKey(c.r.Context(), cur.ID, idem, key)
+	r, replayed, err := c.store.RotateVirtualKey(c.r.Context(), cur.ID, idem, key, c.pre(cur.ID)...)
 	if err != nil {
-		return nil, storeError(err, "virtual key", cur.Slug)
+		return nil, c.writeError(err, "virtual key", cur.Slug)
 	}
+	c.tag(r.ID, r.Version)
 	if replayed {
 		return map[string]string{"id": r.ID, "slug": r.Slug, "object": "virtual-key"}, nil
 	}
