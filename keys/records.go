@@ -288,10 +288,23 @@ func (s *Store) CreateVirtualKey(ctx context.Context, r *VirtualKey, full provid
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	// A record this instance knows (one written before slugs were
+	// claimed included), then the claim that decides between instances.
 	if _, taken := s.VirtualKeyRecord(r.WorkspaceID, r.Slug); taken {
 		return ErrConflict
 	}
-	return s.swap(ctx, kindVirtualKeys, r.ID, nil, r)
+	claimed, err := s.claimSlug(ctx, kindVirtualKeys, r.WorkspaceID, r.Slug, r.ID)
+	if err != nil {
+		return err
+	}
+	if !claimed {
+		return ErrConflict
+	}
+	if err := s.swap(ctx, kindVirtualKeys, r.ID, nil, r); err != nil {
+		_ = s.releaseSlug(context.WithoutCancel(ctx), kindVirtualKeys, r.WorkspaceID, r.Slug, r.ID)
+		return err
+	}
+	return nil
 }
 
 // UpdateVirtualKey applies fn to the stored virtual key id and its
@@ -390,9 +403,6 @@ var errReplay = errors.New("keys: replay")
 func (s *Store) DeleteVirtualKey(ctx context.Context, id string, pre ...Precondition) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	if len(pre) == 0 {
-		return s.remove(ctx, kindVirtualKeys, id)
-	}
 	r := new(VirtualKey)
 	old, err := s.loadRecord(ctx, kindVirtualKeys, id, r)
 	if err != nil {
@@ -401,5 +411,11 @@ func (s *Store) DeleteVirtualKey(ctx context.Context, id string, pre ...Precondi
 	if err := checkPre(pre, r.Version); err != nil {
 		return err
 	}
-	return s.removeIf(ctx, kindVirtualKeys, id, old)
+	if len(pre) == 0 {
+		old = nil // unconditional, as before
+	}
+	if err := s.removeIf(ctx, kindVirtualKeys, id, old); err != nil {
+		return err
+	}
+	return s.releaseSlug(ctx, kindVirtualKeys, r.WorkspaceID, r.Slug, id)
 }
