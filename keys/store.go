@@ -90,11 +90,11 @@ type index struct {
 	// wsOrgs counts the records (API keys, virtual keys, configs) each
 	// organisation holds in each workspace: the tenancy rule's "whose
 	// workspace is this" is one map read (ForeignOrganisation).
-	wsOrgs map[string]map[string]int
-	vks      map[string]*vkEntry
-	vkSlug   map[wsName]*vkEntry
-	configs  map[string]*Config
-	cfgSlug  map[wsName]*cfgEntry
+	wsOrgs  map[string]map[string]int
+	vks     map[string]*vkEntry
+	vkSlug  map[wsName]*vkEntry
+	configs map[string]*Config
+	cfgSlug map[wsName]*cfgEntry
 }
 
 // wsName is a name within one workspace.
