@@ -68,7 +68,7 @@ func TestForeignOrganisation(t *testing.T) {
 // TestScopedListsMatchScan: a list narrowed to an organisation or a
 // workspace (read from that scope's order) answers what a scan of every
 // key with the same filter answers, page after page, after creates,
-// updates, revocations and a bulk import.
+// updates and revocations following a bulk import.
 func TestScopedListsMatchScan(t *testing.T) {
 	kv, _ := fileKV(t)
 	s := newTestStore(t, kv, nil)
@@ -83,6 +83,15 @@ func TestScopedListsMatchScan(t *testing.T) {
 		}
 		return r
 	}
+	var bulk []*APIKey
+	for i := range 40 {
+		r := mk()
+		r.ID, r.Digest = NewID(), s.Hasher().Sum(fmt.Sprintf("%s%043d", KeyPrefix, i)).String()
+		bulk = append(bulk, r)
+	}
+	if err := s.ImportAPIKeys(ctx, bulk, 4); err != nil {
+		t.Fatal(err)
+	}
 	for range 120 {
 		r := mk()
 		if _, err := s.CreateAPIKey(ctx, r); err != nil {
@@ -96,15 +105,6 @@ func TestScopedListsMatchScan(t *testing.T) {
 		}
 	}
 	if _, err := s.RevokeAPIKey(ctx, ids[7]); err != nil {
-		t.Fatal(err)
-	}
-	var bulk []*APIKey
-	for i := range 40 {
-		r := mk()
-		r.ID, r.Digest = NewID(), s.Hasher().Sum(fmt.Sprintf("%s%043d", KeyPrefix, i)).String()
-		bulk = append(bulk, r)
-	}
-	if err := s.ImportAPIKeys(ctx, bulk, 4); err != nil {
 		t.Fatal(err)
 	}
 	for _, org := range orgs {
