@@ -26,13 +26,21 @@ type keyRef struct {
 
 func byID(r keyRef, id string) int { return strings.Compare(r.id, id) }
 
-// scope is one cut of the key order: an organisation's keys (ws empty)
-// or those of one of its workspaces.
-type scope struct{ org, ws string }
+// scope is one cut of the key order: an organisation's keys (ws empty),
+// those of one of its workspaces, or (wsKeys) that workspace's workspace
+// keys alone, what a workspace key lists.
+type scope struct {
+	org, ws string
+	wsKeys  bool
+}
 
-// scopesOf are the two scopes key r is listed in.
-func scopesOf(r *APIKey) [2]scope {
-	return [2]scope{{r.OrganisationID, ""}, {r.OrganisationID, r.WorkspaceID}}
+// scopesOf are the scopes key r is listed in.
+func scopesOf(r *APIKey) []scope {
+	out := []scope{{r.OrganisationID, "", false}, {r.OrganisationID, r.WorkspaceID, false}}
+	if r.Type != TypeOrganisation {
+		out = append(out, scope{r.OrganisationID, r.WorkspaceID, true})
+	}
+	return out
 }
 
 // putRef puts ref in its place in order (by id), replacing the ref of
@@ -144,9 +152,9 @@ func (s *Store) ListAPIKeys(keep func(*APIKey) bool, after string, offset, limit
 }
 
 // SearchAPIKeys is ListAPIKeys over the records f selects. It reads the
-// id order of f's scope (an organisation's or a workspace's keys; all
-// keys without f.Organisation). A list that keeps every key of its scope
-// (no search, status, Keep or NoOrgKeys) is a binary search for the
+// id order of f's scope (an organisation's keys, a workspace's, or its
+// workspace keys alone; all keys without f.Organisation). A list that
+// keeps every key of its scope (no search, status or Keep) is a binary search for the
 // cursor and a slice of the page, whatever the number of keys: the total
 // is the scope's length. Any other is one scan of the scope, since the
 // total the API answers needs every match counted; what keeps that scan
@@ -158,8 +166,11 @@ func (s *Store) SearchAPIKeys(f KeyFilter, after string, offset, limit int) (pag
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	order := s.idx.order
+	noOrgKeys := f.NoOrgKeys
 	if f.Organisation != "" {
-		order = s.idx.scoped[scope{f.Organisation, f.Workspace}]
+		wsKeys := noOrgKeys && f.Workspace != ""
+		order = s.idx.scoped[scope{f.Organisation, f.Workspace, wsKeys}]
+		noOrgKeys = noOrgKeys && !wsKeys
 	}
 	start := 0
 	if after != "" {
@@ -168,7 +179,7 @@ func (s *Store) SearchAPIKeys(f KeyFilter, after string, offset, limit int) (pag
 			start++
 		}
 	}
-	if q == "" && f.Status == "" && f.Keep == nil && !f.NoOrgKeys {
+	if q == "" && f.Status == "" && f.Keep == nil && !noOrgKeys {
 		from := min(start+max(offset, 0), len(order))
 		to := min(from+max(limit, 0), len(order))
 		for _, ref := range order[from:to] {
@@ -182,7 +193,7 @@ func (s *Store) SearchAPIKeys(f KeyFilter, after string, offset, limit int) (pag
 			continue
 		}
 		r := ref.rec
-		if f.Status != "" && r.Status != f.Status || f.NoOrgKeys && r.Type == TypeOrganisation || f.Keep != nil && !f.Keep(r) {
+		if f.Status != "" && r.Status != f.Status || noOrgKeys && r.Type == TypeOrganisation || f.Keep != nil && !f.Keep(r) {
 			continue
 		}
 		total++
