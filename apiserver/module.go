@@ -8,8 +8,6 @@
 package apiserver
 
 import (
-	"errors"
-	"io"
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
@@ -58,38 +56,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		apierror.Write(w, h.app.AuthError(key))
 		return nil
 	}
-	body, err := readBody(w, r)
+	body, err := controlplane.ReadBody(w, r, controlplane.MaxBody)
 	if err != nil {
 		apierror.Write(w, apierror.As(err))
 		return nil
 	}
 	h.router.Serve(w, r, id, body)
 	return nil
-}
-
-// readBody reads the whole body, at most controlplane.MaxBody bytes: the
-// management APIs keep what they read, and none needs more.
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	if r.Body == nil || r.Body == http.NoBody {
-		return nil, nil
-	}
-	if r.ContentLength > controlplane.MaxBody {
-		return nil, tooLarge()
-	}
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, controlplane.MaxBody))
-	var mbe *http.MaxBytesError
-	switch {
-	case errors.As(err, &mbe):
-		return nil, tooLarge()
-	case err != nil:
-		return nil, apierror.New(http.StatusBadRequest, apierror.TypeInvalidRequest, "could not read the request body")
-	}
-	return b, nil
-}
-
-func tooLarge() error {
-	return apierror.Newf(http.StatusRequestEntityTooLarge, apierror.TypeInvalidRequest,
-		"request body exceeds the gateway's limit of %d bytes", controlplane.MaxBody).WithCode("request_too_large")
 }
 
 // Interface guards.
