@@ -13,6 +13,7 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
 // MaxBody bounds a control-plane request's body (keys, configs, prompts,
@@ -22,6 +23,11 @@ import (
 // Content-Length says so, and stops reading it otherwise. File uploads
 // are the jobs API's and bounded by max_request_body.
 const MaxBody = 1 << 20
+
+// OpControl is the operation a management call is recorded as (its log
+// entry and metrics), by llm_gateway and llm_api alike; the usage ledger
+// keeps none.
+const OpControl providers.Operation = "control"
 
 // Call is one management API request, as its handler sees it.
 type Call struct {
