@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
 // controlPlaneState adds "api", the management API modules, and the
@@ -105,6 +106,10 @@ func (a *App) ForeignOrganisation(ws, own string) (string, bool) {
 	}
 	return "", false
 }
+
+// CheckVirtualKey is the package's CheckVirtualKey, as a method, for the
+// API modules that take the app as an interface of their own.
+func (*App) CheckVirtualKey(s *providers.Settings) error { return CheckVirtualKey(s) }
 
 // Get is the llm app of ctx's config, for the modules it loads (an API
 // module provisions while the app does; the app is already known to the

@@ -20,6 +20,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -31,10 +32,11 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 )
 
 func init() { caddy.RegisterModule(Module{}) }
@@ -42,7 +44,34 @@ func init() { caddy.RegisterModule(Module{}) }
 // Module is the llm.api.keys module: the gateway keys, virtual keys,
 // configs and audit log APIs.
 type Module struct {
-	app *app.App
+	app Gateway
+}
+
+// Gateway is what the keys API uses of the gateway it serves (the llm
+// app satisfies it), declared here so the module depends on these
+// methods and not on the app's: the key store the routes write, the
+// records the Caddyfile declares (read-only here), the resolver a key's
+// defaults are checked against, and the tenancy rule's question.
+type Gateway interface {
+	// KeyStore is the API's record store (nil without one).
+	KeyStore() *keys.Store
+	// ConfigKeys are the Caddyfile's gateway keys.
+	ConfigKeys() []*identity.Caller
+	// ConfigVirtualKey is the Caddyfile's virtual key name.
+	ConfigVirtualKey(name string) (*providers.Settings, bool)
+	// ConfigVirtualKeyNames are the Caddyfile's virtual keys, sorted.
+	ConfigVirtualKeyNames() []string
+	// ConfigConfigs are the Caddyfile's saved configs by id.
+	ConfigConfigs() map[string][]byte
+	// For is the resolver of saved configs and virtual keys caller
+	// routes with.
+	For(caller *identity.Caller) routing.Resolver
+	// CheckConfig validates a config body as workspace ws of org routes it.
+	CheckConfig(body []byte, org, ws string) error
+	// CheckVirtualKey validates provider settings given through the API.
+	CheckVirtualKey(s *providers.Settings) error
+	// ForeignOrganisation is controlplane.Workspaces' question.
+	ForeignOrganisation(ws, own string) (string, bool)
 }
 
 // CaddyModule returns the Caddy module information.
@@ -50,13 +79,20 @@ func (Module) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: controlplane.Namespace + ".keys", New: func() caddy.Module { return new(Module) }}
 }
 
-// Provision takes the llm app, whose key store the routes serve.
+// appID is the llm app's module ID, whose Gateway the routes serve.
+const appID = "llm"
+
+// Provision takes the llm app, as the Gateway the routes serve.
 func (m *Module) Provision(ctx caddy.Context) error {
-	a, err := app.Get(ctx)
+	v, err := ctx.App(appID)
 	if err != nil {
 		return err
 	}
-	m.app = a
+	g, ok := v.(Gateway)
+	if !ok {
+		return fmt.Errorf("app %s is %T, which does not serve the keys API", appID, v)
+	}
+	m.app = g
 	return nil
 }
 
@@ -103,7 +139,7 @@ type call struct {
 	*controlplane.Call
 	r     *http.Request
 	id    *identity.Caller
-	app   *app.App
+	app   Gateway
 	store *keys.Store
 	body  []byte
 	who   *keys.Actor // the caller as the rule sees it (actor)

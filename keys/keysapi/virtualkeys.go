@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/prompts"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
@@ -77,7 +76,7 @@ var vkAliases = map[string]string{
 
 // settings merges the provider settings members of m into s, strictly:
 // an unknown member is a 400 naming it.
-func settings(m map[string]json.RawMessage, s *providers.Settings) error {
+func (c *call) settings(m map[string]json.RawMessage, s *providers.Settings) error {
 	size := 0
 	for _, v := range m {
 		size += len(v)
@@ -110,7 +109,7 @@ func settings(m map[string]json.RawMessage, s *providers.Settings) error {
 	if err := dec.Decode(out); err != nil {
 		return apierror.BadRequest("", "invalid virtual key settings: %v", err)
 	}
-	if err := app.CheckVirtualKey(out); err != nil {
+	if err := c.app.CheckVirtualKey(out); err != nil {
 		return apierror.BadRequest("", "%v", err)
 	}
 	*s = *out
@@ -184,7 +183,7 @@ func createVirtualKey(c *call) (any, error) {
 		return nil, apierror.BadRequest("name", "name is required")
 	}
 	var st providers.Settings
-	if err := settings(m, &st); err != nil {
+	if err := c.settings(m, &st); err != nil {
 		return nil, err
 	}
 	explicit, err := text(m, "slug", maxSlug, &r.Slug)
@@ -310,7 +309,7 @@ func updateVirtualKey(c *call) (any, error) {
 		if err := vkFields(m, r); err != nil {
 			return err
 		}
-		return settings(m, st)
+		return c.settings(m, st)
 	}, c.pre(cur.ID)...)
 	if err != nil {
 		return nil, c.writeError(err, "virtual key", cur.Slug)
