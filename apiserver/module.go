@@ -8,9 +8,12 @@
 package apiserver
 
 import (
-	"errors"
-	"io"
 	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -19,6 +22,7 @@ import (
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/observe"
 )
 
 func init() { caddy.RegisterModule(Handler{}) }
@@ -28,6 +32,7 @@ func init() { caddy.RegisterModule(Handler{}) }
 type Handler struct {
 	app    *app.App
 	router *controlplane.Router
+	logger *zap.Logger
 }
 
 // CaddyModule returns the Caddy module information.
@@ -41,55 +46,81 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	h.app, h.router = a, a.ControlPlane()
+	h.app, h.router, h.logger = a, a.ControlPlane(), ctx.Logger()
 	return nil
 }
 
 // ServeHTTP authenticates the caller, reads the body (bounded by
-// controlplane.MaxBody) and hands the request to the router.
+// controlplane.MaxBody) and hands the request to the router; every
+// request it answers is recorded as llm_gateway records a management
+// call (record).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	sw := &statusWriter{ResponseWriter: w}
+	e := &observe.Entry{Start: time.Now(), Operation: controlplane.OpControl, Method: r.Method,
+		Path: strings.TrimPrefix(r.URL.Path, "/v1"), TraceID: newTraceID()}
+	defer h.record(r, sw, e)
+	fail := func(err *apierror.Error) {
+		e.Error, e.Refusal = err.Message, observe.RefusalOf(err)
+		apierror.Write(sw, err)
+	}
 	if !h.router.Owns(r.Method, r.URL.Path) {
-		apierror.Write(w, apierror.Newf(http.StatusNotFound, apierror.TypeNotFound, "unknown endpoint %s", apierror.QuotePath(r.URL.Path)))
+		fail(apierror.Newf(http.StatusNotFound, apierror.TypeNotFound, "unknown endpoint %s", apierror.QuotePath(r.URL.Path)))
 		return nil
 	}
 	key := ingress.GatewayKey(r.Header)
 	id, ok := h.app.Identify(r.Context(), key)
 	if !ok {
-		apierror.Write(w, h.app.AuthError(key))
+		fail(h.app.AuthError(key))
 		return nil
 	}
-	body, err := readBody(w, r)
+	e.KeyName, e.Workspace, e.Organisation = id.Name, id.WorkspaceID, id.OrganisationID
+	body, err := controlplane.ReadBody(sw, r, controlplane.MaxBody)
 	if err != nil {
-		apierror.Write(w, apierror.As(err))
+		fail(apierror.As(err))
 		return nil
 	}
-	h.router.Serve(w, r, id, body)
+	h.router.Serve(sw, r, id, body)
 	return nil
 }
 
-// readBody reads the whole body, at most controlplane.MaxBody bytes: the
-// management APIs keep what they read, and none needs more.
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	if r.Body == nil || r.Body == http.NoBody {
-		return nil, nil
+// record writes the call's entry the way llm_gateway writes every
+// request's (handlers' endFlight): to the usage ledger, which keeps no
+// management call (ledger.recordable), then to the metrics and the log
+// once (in the site's access log line when it logs, else the gateway's
+// own "llm request" line).
+func (h *Handler) record(r *http.Request, sw *statusWriter, e *observe.Entry) {
+	e.Status = sw.status
+	if e.Status == 0 {
+		e.Status = http.StatusOK
 	}
-	if r.ContentLength > controlplane.MaxBody {
-		return nil, tooLarge()
-	}
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, controlplane.MaxBody))
-	var mbe *http.MaxBytesError
-	switch {
-	case errors.As(err, &mbe):
-		return nil, tooLarge()
-	case err != nil:
-		return nil, apierror.New(http.StatusBadRequest, apierror.TypeInvalidRequest, "could not read the request body")
-	}
-	return b, nil
+	h.app.UsageLedger().Record(e)
+	e.Log(r, h.logger)
 }
 
-func tooLarge() error {
-	return apierror.Newf(http.StatusRequestEntityTooLarge, apierror.TypeInvalidRequest,
-		"request body exceeds the gateway's limit of %d bytes", controlplane.MaxBody).WithCode("request_too_large")
+// statusWriter remembers the status written.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// newTraceID names the call in the log, as llm_gateway names a request
+// that brought no trace id: a UUIDv7.
+func newTraceID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.NewString()
+	}
+	return id.String()
 }
 
 // Interface guards.

@@ -10,7 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
 // controlPlaneState adds "api", the management API modules, and the
@@ -91,44 +91,25 @@ func (a *App) ControlPlane() *controlplane.Router { return a.router }
 
 // ForeignOrganisation is the organisation other than own that holds
 // workspace ws: that of a Caddyfile key in it, else of a stored API key,
-// virtual key or config of another organisation in it; ok false when none
-// does, and the workspace is own's to use (controlplane.Workspaces, the
-// tenancy rule's question).
+// virtual key or config of another organisation in it (the key store's
+// index: one map read, whatever the number of records); ok false when
+// none does, and the workspace is own's to use (controlplane.Workspaces,
+// the tenancy rule's question).
 func (a *App) ForeignOrganisation(ws, own string) (string, bool) {
 	for _, k := range a.keys {
 		if k.id.WorkspaceID == ws {
 			return k.id.OrganisationID, k.id.OrganisationID != own
 		}
 	}
-	s := a.keyStore
-	if s == nil {
-		return "", false
+	if s := a.keyStore; s != nil {
+		return s.ForeignOrganisation(ws, own)
 	}
-	other := ""
-	s.ListAPIKeys(func(r *keys.APIKey) bool {
-		if r.WorkspaceID == ws && r.OrganisationID != own && other == "" {
-			other = r.OrganisationID
-		}
-		return false
-	}, "", 0, 0)
-	if other == "" {
-		s.VirtualKeys(func(r *keys.VirtualKey) bool {
-			if r.WorkspaceID == ws && r.OrganisationID != own && other == "" {
-				other = r.OrganisationID
-			}
-			return false
-		})
-	}
-	if other == "" {
-		s.Configs(func(r *keys.Config) bool {
-			if r.WorkspaceID == ws && r.OrganisationID != own && other == "" {
-				other = r.OrganisationID
-			}
-			return false
-		})
-	}
-	return other, other != ""
+	return "", false
 }
+
+// CheckVirtualKey is the package's CheckVirtualKey, as a method, for the
+// API modules that take the app as an interface of their own.
+func (*App) CheckVirtualKey(s *providers.Settings) error { return CheckVirtualKey(s) }
 
 // Get is the llm app of ctx's config, for the modules it loads (an API
 // module provisions while the app does; the app is already known to the

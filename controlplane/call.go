@@ -4,13 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/internal/jsonlimit"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
 )
 
 // MaxBody bounds a control-plane request's body (keys, configs, prompts,
@@ -20,6 +26,11 @@ import (
 // Content-Length says so, and stops reading it otherwise. File uploads
 // are the jobs API's and bounded by max_request_body.
 const MaxBody = 1 << 20
+
+// OpControl is the operation a management call is recorded as (its log
+// entry and metrics), by llm_gateway and llm_api alike; the usage ledger
+// keeps none.
+const OpControl providers.Operation = "control"
 
 // Call is one management API request, as its handler sees it.
 type Call struct {
@@ -33,6 +44,18 @@ type Call struct {
 	Body []byte
 
 	router *Router
+	// header holds the response headers a handler sets (SetHeader), written
+	// with its value.
+	header http.Header
+}
+
+// SetHeader sets a header of the successful answer (an ETag); an error
+// answer carries none of them.
+func (c *Call) SetHeader(name, value string) {
+	if c.header == nil {
+		c.header = http.Header{}
+	}
+	c.header.Set(name, value)
 }
 
 // Context is the request's context.
@@ -100,6 +123,49 @@ func (c *Call) Audit(action, resourceType, resourceID, ws, org string, fields []
 	}
 }
 
+// ETag is the entity tag of version version of record id: strong, and
+// naming the record too, so a record deleted and created again under the
+// same name (a virtual key's slug) never matches the old one's tag.
+func ETag(id string, version int64) string {
+	return `"` + id + "." + strconv.FormatInt(version, 10) + `"`
+}
+
+// maxIfMatch bounds the If-Match header read (a few tags).
+const maxIfMatch = 1024
+
+// IfMatch reports whether the request names preconditions (an If-Match
+// header) and, if so, whether etag, the stored record's current tag,
+// meets them (RFC 9110 13.1.1: "*" or one of the listed tags, compared
+// strongly, so a weak tag never matches). A write checks it against the
+// record it read inside its compare-and-set, so the check and the write
+// see the same version.
+func (c *Call) IfMatch(etag string) (given, ok bool) {
+	h := c.Request.Header.Values("If-Match")
+	if len(h) == 0 {
+		return false, true
+	}
+	n := 0
+	for _, line := range h {
+		if n += len(line); n > maxIfMatch {
+			return true, false
+		}
+		for _, t := range strings.Split(line, ",") {
+			t = strings.TrimSpace(t)
+			if t == "*" || t == etag {
+				return true, true
+			}
+		}
+	}
+	return true, false
+}
+
+// PreconditionFailed is the 412 of a write whose If-Match no longer names
+// the stored version: nothing was stored.
+func PreconditionFailed() *apierror.Error {
+	return apierror.New(http.StatusPreconditionFailed, apierror.TypeInvalidRequest,
+		"the record changed since the version If-Match names and nothing was stored; read it again (its ETag) and retry").WithCode("precondition_failed")
+}
+
 // CheckBody is the strict reading of a control-plane body: it returns
 // the 400 for one nested too deep, with invalid UTF-8, or naming a
 // member twice (the error's param names the member), and nil for
@@ -115,4 +181,62 @@ func CheckBody(b []byte) *apierror.Error {
 		return apierror.BadRequest("body", "%v", err)
 	}
 	return nil
+}
+
+// ReadBody is the gateway's one reader of a whole request body, at most
+// limit bytes (MaxBody when limit ≤ 0): llm_api reads a management body
+// with it, and llm_gateway every body it does not read into a lent buffer
+// (a management body with limit min(max_request_body, MaxBody)). A body
+// an earlier handler recorded (ingress.SetBody: llm_ratelimit read it) is
+// not read again. A declared size over limit is refused before reading
+// (413 request_too_large), a declared size is read in one exact
+// allocation, and an undeclared one through a limiting reader; a limit
+// in front of the gateway (Caddy's request_body) is reported with its own
+// bound. w is the response the limiting reader tells to close the
+// connection when the limit is passed.
+func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if limit <= 0 {
+		limit = MaxBody
+	}
+	if body, ok := ingress.Body(r); ok {
+		if int64(len(body)) > limit {
+			return nil, TooLarge(limit)
+		}
+		return body, nil
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	if r.ContentLength > limit {
+		return nil, TooLarge(limit)
+	}
+	var body []byte
+	var err error
+	if r.ContentLength > 0 {
+		// net/http ends the body at Content-Length: no limiting reader.
+		body = make([]byte, r.ContentLength)
+		_, err = io.ReadFull(r.Body, body)
+	} else {
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	}
+	if err != nil {
+		return nil, ReadError(err)
+	}
+	return body, nil
+}
+
+// ReadError is the answer to a body that could not be read: 413 for one
+// cut by a limiting reader (its bound named), else 400.
+func ReadError(err error) error {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return TooLarge(mbe.Limit)
+	}
+	return apierror.New(http.StatusBadRequest, apierror.TypeInvalidRequest, "could not read the request body")
+}
+
+// TooLarge is the 413 of a body over limit bytes.
+func TooLarge(limit int64) error {
+	return apierror.Newf(http.StatusRequestEntityTooLarge, apierror.TypeInvalidRequest,
+		"request body exceeds the gateway's limit of %d bytes", limit).WithCode("request_too_large")
 }

@@ -309,6 +309,9 @@ func (h *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusOK
 	}
 	hd := w.Header()
+	for k, v := range c.header {
+		hd[k] = v
+	}
 	hd.Set("Content-Type", "application/json")
 	hd.Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)

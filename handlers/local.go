@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/ingress"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
@@ -68,7 +69,7 @@ func (g *Gateway) local(r *http.Request, q *Request) (*localAnswer, error) {
 }
 
 // opControl is the logged operation of a control-plane call.
-const opControl providers.Operation = "control"
+const opControl = controlplane.OpControl
 
 // controlPlane answers the management API (the llm app's router), as the
 // authenticated caller, unless the route has management off: then it is a

@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -140,59 +139,36 @@ func (g *Gateway) readBody(r *http.Request, out *responder, pool bool) ([]byte, 
 	if g.controlBody(r) {
 		limit = min(limit, controlplane.MaxBody)
 	}
-	if body, ok := ingress.Body(r); ok {
+	if body, ok := ingress.Body(r); ok && pool {
 		if int64(len(body)) > limit {
-			return nil, nil, tooLarge(limit)
+			return nil, nil, controlplane.TooLarge(limit)
 		}
 		// llm_ratelimit read it, into a lent buffer when large: taken
-		// over here when this operation may lend its body, else left to
-		// the garbage collector.
-		var buf *bodybuf.Buf
-		if pool {
-			if buf = ingress.TakeBodyBuf(r); !buf.Owns(body) {
-				buf = nil
-			}
+		// over here, since this operation may lend its body.
+		buf := ingress.TakeBodyBuf(r)
+		if !buf.Owns(body) {
+			buf = nil
 		}
 		return body, buf, nil
 	}
-	if r.Body == nil || r.Body == http.NoBody {
-		return nil, nil, nil
+	if !pool || r.ContentLength <= 0 || r.Body == nil || r.Body == http.NoBody || r.ContentLength > limit {
+		// Every body not lent a buffer: the one reader (a body
+		// llm_ratelimit read included, left to the garbage collector).
+		body, err := controlplane.ReadBody(out.w, r, limit)
+		return body, nil, err
 	}
-	if r.ContentLength > limit {
-		return nil, nil, tooLarge(limit)
+	// A declared size (already bounded): one lent buffer, no limiting
+	// reader; net/http ends the body at Content-Length.
+	buf := bodybuf.Get(r.ContentLength)
+	body := buf.Bytes()
+	if buf == nil {
+		body = make([]byte, r.ContentLength)
 	}
-	if r.ContentLength > 0 {
-		// The usual case: the size is declared (and already bounded),
-		// so one exact allocation (or a lent buffer) and no limiting
-		// reader; net/http ends the body at Content-Length.
-		var buf *bodybuf.Buf
-		if pool {
-			buf = bodybuf.Get(r.ContentLength)
-		}
-		body := buf.Bytes()
-		if buf == nil {
-			body = make([]byte, r.ContentLength)
-		}
-		if _, err := io.ReadFull(r.Body, body); err != nil {
-			buf.Release()
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				// A request_body limit in front of the gateway.
-				return nil, nil, tooLarge(mbe.Limit)
-			}
-			return nil, nil, apierror.New(http.StatusBadRequest, apierror.TypeInvalidRequest, "could not read the request body")
-		}
-		return body, buf, nil
+	if _, err := io.ReadFull(r.Body, body); err != nil {
+		buf.Release()
+		return nil, nil, controlplane.ReadError(err)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(out.w, r.Body, limit))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, nil, tooLarge(limit)
-		}
-		return nil, nil, apierror.New(http.StatusBadRequest, apierror.TypeInvalidRequest, "could not read the request body")
-	}
-	return body, nil, nil
+	return body, buf, nil
 }
 
 // controlBody reports whether r's body is a control-plane API's (keys,
@@ -216,11 +192,6 @@ func pooledOp(op providers.Operation) bool {
 		return true
 	}
 	return false
-}
-
-func tooLarge(limit int64) error {
-	return apierror.Newf(http.StatusRequestEntityTooLarge, apierror.TypeInvalidRequest,
-		"request body exceeds the gateway's limit of %d bytes", limit).WithCode("request_too_large")
 }
 
 // inspectBody reads model and stream from JSON bodies and rejects bodies

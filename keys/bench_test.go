@@ -41,25 +41,38 @@ func BenchmarkSearchAPIKeys(b *testing.B) {
 	const n = 1_000_000
 	s.mu.Lock()
 	for i := 0; i < n; i++ {
-		r := &APIKey{ID: NewID(), Name: fmt.Sprintf("service-%07d", i), WorkspaceID: fmt.Sprintf("ws-%02d", i%100),
+		r := &APIKey{ID: NewID(), Name: fmt.Sprintf("service-%07d", i), OrganisationID: "org", WorkspaceID: fmt.Sprintf("ws-%02d", i%100), Type: TypeWorkspace,
 			Status: StatusActive, Digest: s.Hasher().Sum(fmt.Sprintf("%s%043d", KeyPrefix, i)).String()}
 		_ = s.idx.putAPIKey(r, false)
 	}
 	s.idx.sortOrder()
 	probe := s.idx.order[n/2].id[:20]
+	middle := s.idx.order[n/2].id
 	s.mu.Unlock()
 	ws := func(r *APIKey) bool { return r.WorkspaceID == "ws-07" }
+	// The keys API's lists name their scope (an organisation key: its
+	// organisation; a workspace key: its workspace, without organisation
+	// keys), read from that scope's order.
+	orgScope := KeyFilter{Organisation: "org"}
+	wsScope := KeyFilter{Organisation: "org", Workspace: "ws-07", NoOrgKeys: true}
 	for _, tc := range []struct {
-		name string
-		f    KeyFilter
+		name  string
+		f     KeyFilter
+		after string
 	}{
-		{"all", KeyFilter{Keep: ws}},
-		{"name", KeyFilter{Keep: ws, Search: "CE-00012"}},
-		{"id-prefix", KeyFilter{Keep: ws, Search: probe}},
+		{"all", KeyFilter{Keep: ws}, ""},
+		{"name", KeyFilter{Keep: ws, Search: "CE-00012"}, ""},
+		{"id-prefix", KeyFilter{Keep: ws, Search: probe}, ""},
+		{"organisation-scope", orgScope, ""},
+		{"organisation-scope-cursor", orgScope, middle},
+		{"workspace-scope", wsScope, ""},
+		{"workspace-scope-cursor", wsScope, middle},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
-				s.SearchAPIKeys(tc.f, "", 0, 50)
+				if page, _, _ := s.SearchAPIKeys(tc.f, tc.after, 0, 50); len(page) == 0 && tc.f.Search == "" {
+					b.Fatal("empty page")
+				}
 			}
 		})
 	}

@@ -26,8 +26,91 @@ type keyRef struct {
 
 func byID(r keyRef, id string) int { return strings.Compare(r.id, id) }
 
-// sortOrder builds the id order from the records, after a full load or a
-// bulk import (one sort instead of an insertion per record).
+// scope is one cut of the key order: an organisation's keys (ws empty),
+// those of one of its workspaces, or (wsKeys) that workspace's workspace
+// keys alone, what a workspace key lists.
+type scope struct {
+	org, ws string
+	wsKeys  bool
+}
+
+// scopesOf are the scopes key r is listed in.
+func scopesOf(r *APIKey) []scope {
+	out := []scope{{r.OrganisationID, "", false}, {r.OrganisationID, r.WorkspaceID, false}}
+	if r.Type != TypeOrganisation {
+		out = append(out, scope{r.OrganisationID, r.WorkspaceID, true})
+	}
+	return out
+}
+
+// putRef puts ref in its place in order (by id), replacing the ref of
+// the same id.
+func putRef(order []keyRef, ref keyRef) []keyRef {
+	i, found := slices.BinarySearchFunc(order, ref.id, byID)
+	if found {
+		order[i] = ref
+		return order
+	}
+	return slices.Insert(order, i, ref)
+}
+
+// dropRef removes id from order.
+func dropRef(order []keyRef, id string) []keyRef {
+	if i, ok := slices.BinarySearchFunc(order, id, byID); ok {
+		return slices.Delete(order, i, i+1)
+	}
+	return order
+}
+
+// unscope removes key old from its scopes' orders.
+func (idx *index) unscope(old *APIKey) {
+	for _, k := range scopesOf(old) {
+		if o := dropRef(idx.scoped[k], old.ID); len(o) > 0 {
+			idx.scoped[k] = o
+		} else {
+			delete(idx.scoped, k)
+		}
+	}
+}
+
+// holds counts n more records of organisation org in workspace ws.
+func (idx *index) holds(ws, org string, n int) {
+	m := idx.wsOrgs[ws]
+	if m == nil {
+		if n <= 0 {
+			return
+		}
+		m = map[string]int{}
+		idx.wsOrgs[ws] = m
+	}
+	if m[org] += n; m[org] <= 0 {
+		delete(m, org)
+		if len(m) == 0 {
+			delete(idx.wsOrgs, ws)
+		}
+	}
+}
+
+// ForeignOrganisation returns an organisation other than own that holds
+// records (API keys, virtual keys, configs) in workspace ws, the one
+// with the smallest id when several do; ok is false when none does. It
+// is one map read whatever the number of records: the counts are kept
+// as records are indexed, on every instance from the same stored
+// records.
+func (s *Store) ForeignOrganisation(ws, own string) (org string, ok bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for o := range s.idx.wsOrgs[ws] {
+		if o != own && (!ok || o < org) {
+			org, ok = o, true
+		}
+	}
+	return org, ok
+}
+
+// sortOrder builds the id order and its scopes from the records, after
+// a full load or a bulk import (one sort instead of an insertion per
+// record).
 func (idx *index) sortOrder() {
 	order := make([]keyRef, 0, len(idx.apiKeys))
 	for id, r := range idx.apiKeys {
@@ -35,6 +118,12 @@ func (idx *index) sortOrder() {
 	}
 	slices.SortFunc(order, func(a, b keyRef) int { return strings.Compare(a.id, b.id) })
 	idx.order = order
+	idx.scoped = map[scope][]keyRef{}
+	for _, ref := range order {
+		for _, k := range scopesOf(ref.rec) {
+			idx.scoped[k] = append(idx.scoped[k], ref)
+		}
+	}
 }
 
 // KeyFilter selects the key records of a listing.
@@ -46,6 +135,12 @@ type KeyFilter struct {
 	Search string
 	// Status, when set, keeps the records with that status.
 	Status string
+	// Organisation, when set, keeps that organisation's records, and
+	// Workspace, when set too, those of that workspace of it: the list
+	// reads only that scope's keys.
+	Organisation, Workspace string
+	// NoOrgKeys leaves organisation keys out (a workspace key's list).
+	NoOrgKeys bool
 }
 
 // ListAPIKeys returns up to limit key records that keep passes, in
@@ -56,11 +151,14 @@ func (s *Store) ListAPIKeys(keep func(*APIKey) bool, after string, offset, limit
 	return s.SearchAPIKeys(KeyFilter{Keep: keep}, after, offset, limit)
 }
 
-// SearchAPIKeys is ListAPIKeys over the records f selects. It is one scan
-// of the in-memory id order, whatever f: every record is in memory for
-// Lookup already, and the total the API answers needs every match
-// counted, so an index would not save the scan; what keeps the scan fast
-// at a million keys is that it reads a contiguous slice of ids and
+// SearchAPIKeys is ListAPIKeys over the records f selects. It reads the
+// id order of f's scope (an organisation's keys, a workspace's, or its
+// workspace keys alone; all keys without f.Organisation). A list that
+// keeps every key of its scope (no search, status or Keep) is a binary search for the
+// cursor and a slice of the page, whatever the number of keys: the total
+// is the scope's length. Any other is one scan of the scope, since the
+// total the API answers needs every match counted; what keeps that scan
+// fast at a million keys is that it reads a contiguous slice of ids and
 // lower-cased names, and touches a record only when its name or id
 // matches (or there is no search).
 func (s *Store) SearchAPIKeys(f KeyFilter, after string, offset, limit int) (page []*APIKey, total int, more bool) {
@@ -68,6 +166,12 @@ func (s *Store) SearchAPIKeys(f KeyFilter, after string, offset, limit int) (pag
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	order := s.idx.order
+	noOrgKeys := f.NoOrgKeys
+	if f.Organisation != "" {
+		wsKeys := noOrgKeys && f.Workspace != ""
+		order = s.idx.scoped[scope{f.Organisation, f.Workspace, wsKeys}]
+		noOrgKeys = noOrgKeys && !wsKeys
+	}
 	start := 0
 	if after != "" {
 		start, _ = slices.BinarySearchFunc(order, after, byID)
@@ -75,13 +179,21 @@ func (s *Store) SearchAPIKeys(f KeyFilter, after string, offset, limit int) (pag
 			start++
 		}
 	}
+	if q == "" && f.Status == "" && f.Keep == nil && !noOrgKeys {
+		from := min(start+max(offset, 0), len(order))
+		to := min(from+max(limit, 0), len(order))
+		for _, ref := range order[from:to] {
+			page = append(page, ref.rec)
+		}
+		return page, len(order), to < len(order)
+	}
 	for i := range order {
 		ref := &order[i]
 		if q != "" && !strings.Contains(ref.lname, q) && !strings.HasPrefix(ref.id, q) {
 			continue
 		}
 		r := ref.rec
-		if f.Status != "" && r.Status != f.Status || f.Keep != nil && !f.Keep(r) {
+		if f.Status != "" && r.Status != f.Status || noOrgKeys && r.Type == TypeOrganisation || f.Keep != nil && !f.Keep(r) {
 			continue
 		}
 		total++

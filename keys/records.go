@@ -30,7 +30,27 @@ var (
 	ErrIdempotencyMismatch = errors.New("keys: the Idempotency-Key was used for a call with other parameters")
 	// ErrRevoked: a revoked key cannot be rotated.
 	ErrRevoked = errors.New("keys: the key is revoked")
+	// ErrPrecondition: the stored record is not at the version the write
+	// was made on condition of (an If-Match); nothing was stored.
+	ErrPrecondition = errors.New("keys: the record is not at the version the write names")
 )
+
+// Precondition is a condition a write makes on the version of the stored
+// record it starts from (the API's If-Match), checked inside the write's
+// compare-and-set: a write whose condition fails stores nothing and
+// answers ErrPrecondition, and one whose record changes after the check
+// fails its swap (ErrVersionConflict).
+type Precondition func(version int64) bool
+
+// checkPre applies pre to the stored version v.
+func checkPre(pre []Precondition, v int64) error {
+	for _, p := range pre {
+		if p != nil && !p(v) {
+			return ErrPrecondition
+		}
+	}
+	return nil
+}
 
 // NewID returns a time-ordered record id (UUIDv7), so ids sort by
 // creation and serve as list cursors.
@@ -80,12 +100,15 @@ func (s *Store) CreateAPIKey(ctx context.Context, r *APIKey) (string, error) {
 // the version it read: when another write (here or on another instance)
 // landed in between, nothing is stored and the error is
 // ErrVersionConflict, so an edit never writes a revoked key back active.
-func (s *Store) UpdateAPIKey(ctx context.Context, id string, fn func(*APIKey) error) (*APIKey, error) {
+func (s *Store) UpdateAPIKey(ctx context.Context, id string, fn func(*APIKey) error, pre ...Precondition) (*APIKey, error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	r := new(APIKey)
 	old, err := s.loadRecord(ctx, kindAPIKeys, id, r)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkPre(pre, r.Version); err != nil {
 		return nil, err
 	}
 	before := r.Name
@@ -124,12 +147,14 @@ const revokeAttempts = 8
 // too). A revocation does not depend on what it read, so a concurrent
 // write makes it start again from the stored record instead of failing:
 // it is stored after any write it raced, and none is stored over it.
-func (s *Store) RevokeAPIKey(ctx context.Context, id string) (*APIKey, error) {
+// With a precondition it is checked again on each attempt, so a write it
+// raced refuses it (ErrPrecondition) instead.
+func (s *Store) RevokeAPIKey(ctx context.Context, id string, pre ...Precondition) (*APIKey, error) {
 	for i := 0; ; i++ {
 		r, err := s.UpdateAPIKey(ctx, id, func(r *APIKey) error {
 			r.Status, r.PrevDigest, r.PrevUntil, r.Rotation = StatusRevoked, "", nil, nil
 			return nil
-		})
+		}, pre...)
 		if !errors.Is(err, ErrVersionConflict) || i+1 == revokeAttempts {
 			return r, err
 		}
@@ -142,8 +167,10 @@ func (s *Store) RevokeAPIKey(ctx context.Context, id string) (*APIKey, error) {
 // true); one with another grace fails with ErrIdempotencyMismatch. The
 // Idempotency-Key is claimed by the rotation's own swap: of two instances
 // given it at once, one stores its rotation and the other, refused, reads
-// that rotation back and answers its key.
-func (s *Store) RotateAPIKey(ctx context.Context, id, idemKey string, grace time.Duration) (key string, r *APIKey, replayed bool, err error) {
+// that rotation back and answers its key. pre is checked after the
+// replay: a retry of a rotation made answers its key although the version
+// it named is gone.
+func (s *Store) RotateAPIKey(ctx context.Context, id, idemKey string, grace time.Duration, pre ...Precondition) (key string, r *APIKey, replayed bool, err error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	h := s.Hasher()
@@ -171,6 +198,9 @@ func (s *Store) RotateAPIKey(ctx context.Context, id, idemKey string, grace time
 		}
 		if r.Status == StatusRevoked {
 			return "", nil, false, ErrRevoked
+		}
+		if err := checkPre(pre, r.Version); err != nil {
+			return "", nil, false, err
 		}
 		if attempt > 0 {
 			// The write that beat ours was not this call's twin.
@@ -258,19 +288,37 @@ func (s *Store) CreateVirtualKey(ctx context.Context, r *VirtualKey, full provid
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	// A record this instance knows (one written before slugs were
+	// claimed included), then the claim that decides between instances.
 	if _, taken := s.VirtualKeyRecord(r.WorkspaceID, r.Slug); taken {
 		return ErrConflict
 	}
-	return s.swap(ctx, kindVirtualKeys, r.ID, nil, r)
+	claimed, err := s.claimSlug(ctx, kindVirtualKeys, r.WorkspaceID, r.Slug, r.ID)
+	if err != nil {
+		return err
+	}
+	if !claimed {
+		return ErrConflict
+	}
+	if err := s.swap(ctx, kindVirtualKeys, r.ID, nil, r); err != nil {
+		_ = s.releaseSlug(context.WithoutCancel(ctx), kindVirtualKeys, r.WorkspaceID, r.Slug, r.ID)
+		return err
+	}
+	return nil
 }
 
 // UpdateVirtualKey applies fn to the stored virtual key id and its
 // decrypted settings, and stores both (credentials sealed again) over the
 // version it read, or fails with ErrVersionConflict (see UpdateAPIKey).
-func (s *Store) UpdateVirtualKey(ctx context.Context, id string, fn func(*VirtualKey, *providers.Settings) error) (*VirtualKey, error) {
+func (s *Store) UpdateVirtualKey(ctx context.Context, id string, fn func(*VirtualKey, *providers.Settings) error, pre ...Precondition) (*VirtualKey, error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	return s.updateVK(ctx, id, fn)
+	return s.updateVK(ctx, id, func(r *VirtualKey, st *providers.Settings) error {
+		if err := checkPre(pre, r.Version); err != nil {
+			return err
+		}
+		return fn(r, st)
+	})
 }
 
 // updateVK is UpdateVirtualKey under writeMu.
@@ -301,7 +349,7 @@ func (s *Store) updateVK(ctx context.Context, id string, fn func(*VirtualKey, *p
 // nothing (replayed is true), and one with another key fails with
 // ErrIdempotencyMismatch; as for RotateAPIKey, the claim of the
 // Idempotency-Key is the rotation's own swap.
-func (s *Store) RotateVirtualKey(ctx context.Context, id, idemKey, key string) (r *VirtualKey, replayed bool, err error) {
+func (s *Store) RotateVirtualKey(ctx context.Context, id, idemKey, key string, pre ...Precondition) (r *VirtualKey, replayed bool, err error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	h := s.Hasher()
@@ -322,6 +370,9 @@ func (s *Store) RotateVirtualKey(ctx context.Context, id, idemKey, key string) (
 				}
 				twin = r
 				return errReplay
+			}
+			if err := checkPre(pre, r.Version); err != nil {
+				return err
 			}
 			if attempt > 0 {
 				return ErrVersionConflict
@@ -346,9 +397,25 @@ func (s *Store) RotateVirtualKey(ctx context.Context, id, idemKey, key string) (
 // errReplay ends an update that finds its call already made.
 var errReplay = errors.New("keys: replay")
 
-// DeleteVirtualKey removes virtual key id.
-func (s *Store) DeleteVirtualKey(ctx context.Context, id string) error {
+// DeleteVirtualKey removes virtual key id. With a precondition the
+// record is deleted only while it is still the version read and checked
+// (kvstore.CompareAndDelete): one changed in between is ErrPrecondition.
+func (s *Store) DeleteVirtualKey(ctx context.Context, id string, pre ...Precondition) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	return s.remove(ctx, kindVirtualKeys, id)
+	r := new(VirtualKey)
+	old, err := s.loadRecord(ctx, kindVirtualKeys, id, r)
+	if err != nil {
+		return err
+	}
+	if err := checkPre(pre, r.Version); err != nil {
+		return err
+	}
+	if len(pre) == 0 {
+		old = nil // unconditional, as before
+	}
+	if err := s.removeIf(ctx, kindVirtualKeys, id, old); err != nil {
+		return err
+	}
+	return s.releaseSlug(ctx, kindVirtualKeys, r.WorkspaceID, r.Slug, id)
 }

@@ -83,6 +83,14 @@ type index struct {
 	byDigest map[Digest]*entry
 	apiKeys  map[string]*APIKey
 	order    []keyRef // api keys by id (UUIDv7: creation order)
+	// scoped is order cut by scope (list.go): an organisation's keys
+	// ({org, ""}) and one workspace's ({org, ws}), so a list page is
+	// found by a binary search in its scope, not a scan of every key.
+	scoped map[scope][]keyRef
+	// wsOrgs counts the records (API keys, virtual keys, configs) each
+	// organisation holds in each workspace: the tenancy rule's "whose
+	// workspace is this" is one map read (ForeignOrganisation).
+	wsOrgs   map[string]map[string]int
 	vks      map[string]*vkEntry
 	vkSlug   map[wsName]*vkEntry
 	configs  map[string]*Config
@@ -115,6 +123,7 @@ func newIndex() *index {
 		byDigest: map[Digest]*entry{}, apiKeys: map[string]*APIKey{},
 		vks: map[string]*vkEntry{}, vkSlug: map[wsName]*vkEntry{},
 		configs: map[string]*Config{}, cfgSlug: map[wsName]*cfgEntry{}, cfgAlias: map[wsName]*cfgEntry{},
+		scoped: map[scope][]keyRef{}, wsOrgs: map[string]map[string]int{},
 	}
 }
 
@@ -488,6 +497,10 @@ func (idx *index) putAPIKey(r *APIKey, sorted bool) error {
 	}
 	old := idx.apiKeys[r.ID]
 	idx.dropDigests(old)
+	if old != nil {
+		idx.holds(old.WorkspaceID, old.OrganisationID, -1)
+	}
+	idx.holds(r.WorkspaceID, r.OrganisationID, 1)
 	idx.apiKeys[r.ID] = r
 	idx.byDigest[d] = &entry{rec: r, caller: c}
 	if pd, err := ParseDigest(r.PrevDigest); err == nil {
@@ -497,10 +510,12 @@ func (idx *index) putAPIKey(r *APIKey, sorted bool) error {
 		return nil // sortOrder follows
 	}
 	ref := keyRef{id: r.ID, lname: strings.ToLower(r.Name), rec: r}
-	if i, found := slices.BinarySearchFunc(idx.order, r.ID, byID); found {
-		idx.order[i] = ref
-	} else {
-		idx.order = slices.Insert(idx.order, i, ref)
+	idx.order = putRef(idx.order, ref)
+	if old != nil {
+		idx.unscope(old)
+	}
+	for _, k := range scopesOf(r) {
+		idx.scoped[k] = putRef(idx.scoped[k], ref)
 	}
 	return nil
 }
@@ -524,21 +539,23 @@ func (idx *index) dropAPIKey(id string) {
 		return
 	}
 	idx.dropDigests(old)
+	idx.holds(old.WorkspaceID, old.OrganisationID, -1)
 	delete(idx.apiKeys, id)
-	if i, ok := slices.BinarySearchFunc(idx.order, id, byID); ok {
-		idx.order = slices.Delete(idx.order, i, i+1)
-	}
+	idx.order = dropRef(idx.order, id)
+	idx.unscope(old)
 }
 
 func (idx *index) putVK(r *VirtualKey, settings *providers.Settings) {
 	idx.dropVK(r.ID)
 	e := &vkEntry{rec: r, settings: settings}
+	idx.holds(r.WorkspaceID, r.OrganisationID, 1)
 	idx.vks[r.ID] = e
 	idx.vkSlug[wsName{r.WorkspaceID, r.Slug}] = e
 }
 
 func (idx *index) dropVK(id string) {
 	if old := idx.vks[id]; old != nil {
+		idx.holds(old.rec.WorkspaceID, old.rec.OrganisationID, -1)
 		delete(idx.vkSlug, wsName{old.rec.WorkspaceID, old.rec.Slug})
 		delete(idx.vks, id)
 	}
@@ -546,6 +563,7 @@ func (idx *index) dropVK(id string) {
 
 func (idx *index) putConfig(r, routed *Config) {
 	idx.dropConfig(r.ID)
+	idx.holds(r.WorkspaceID, r.OrganisationID, 1)
 	idx.configs[r.ID] = r
 	e := &cfgEntry{rec: r, routed: routed}
 	idx.cfgSlug[wsName{r.WorkspaceID, r.Slug}] = e
@@ -554,6 +572,7 @@ func (idx *index) putConfig(r, routed *Config) {
 
 func (idx *index) dropConfig(id string) {
 	if old := idx.configs[id]; old != nil {
+		idx.holds(old.WorkspaceID, old.OrganisationID, -1)
 		delete(idx.cfgSlug, wsName{old.WorkspaceID, old.Slug})
 		delete(idx.configs, id)
 		idx.dropAliases(old)
@@ -591,7 +610,21 @@ func (s *Store) swap(ctx context.Context, kind, id string, old []byte, rec any) 
 
 // remove deletes a record and announces it.
 func (s *Store) remove(ctx context.Context, kind, id string) error {
-	if err := s.opts.KV.Delete(ctx, s.recordKey(kind, id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	return s.removeIf(ctx, kind, id, nil)
+}
+
+// removeIf is remove; with old (the stored bytes it was read from) only
+// while the record is still those (else ErrPrecondition: it changed).
+func (s *Store) removeIf(ctx context.Context, kind, id string, old []byte) error {
+	if old != nil {
+		ok, err := kvstore.CompareAndDelete(ctx, s.opts.KV, s.recordKey(kind, id), old)
+		if err != nil {
+			return fmt.Errorf("keys: deleting %s %s: %w", kind, id, err)
+		}
+		if !ok {
+			return ErrPrecondition
+		}
+	} else if err := s.opts.KV.Delete(ctx, s.recordKey(kind, id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("keys: deleting %s %s: %w", kind, id, err)
 	}
 	s.mu.Lock()

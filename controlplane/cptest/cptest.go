@@ -118,7 +118,15 @@ func New(t testing.TB, module string, extra map[string]any) *Env {
 
 // Do sends one call with key as the gateway key (none when empty).
 func (e *Env) Do(key, method, path, body string) *httptest.ResponseRecorder {
+	return e.DoHeader(key, method, path, body, nil)
+}
+
+// DoHeader is Do with more request headers (If-Match, Idempotency-Key).
+func (e *Env) DoHeader(key, method, path, body string, h http.Header) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(method, path, strings.NewReader(body))
+	for k, v := range h {
+		r.Header[k] = v
+	}
 	if key != "" {
 		r.Header.Set("x-gateway-api-key", key)
 	}
@@ -146,7 +154,11 @@ type Case struct {
 	Name               string
 	Key                string
 	Method, Path, Body string
-	Status             int
+	// Header are more request headers, when set.
+	Header http.Header
+	Status int
+	// ETag is the ETag the answer must carry, when set.
+	ETag string
 	// Code is the error code the answer must carry, when set.
 	Code string
 	// Contains must be in the answer's body, when set.
@@ -159,7 +171,7 @@ type Case struct {
 func (e *Env) Run(t *testing.T, cases []Case) {
 	t.Helper()
 	for _, c := range cases {
-		w := e.Do(c.Key, c.Method, c.Path, c.Body)
+		w := e.DoHeader(c.Key, c.Method, c.Path, c.Body, c.Header)
 		body := w.Body.String()
 		switch {
 		case w.Code != c.Status:
@@ -168,6 +180,8 @@ func (e *Env) Run(t *testing.T, cases []Case) {
 			t.Errorf("%s: body %s, want code %s", c.Name, body, c.Code)
 		case c.Contains != "" && !strings.Contains(body, c.Contains):
 			t.Errorf("%s: body %s, want %s in it", c.Name, body, c.Contains)
+		case c.ETag != "" && w.Header().Get("ETag") != c.ETag:
+			t.Errorf("%s: ETag %q, want %q", c.Name, w.Header().Get("ETag"), c.ETag)
 		case c.Lacks != "" && strings.Contains(body, c.Lacks):
 			t.Errorf("%s: body %s holds %s", c.Name, body, c.Lacks)
 		case w.Code >= 400 && w.Header().Get("x-gateway-error") != "true":

@@ -20,6 +20,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -28,12 +29,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/google/uuid"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/identity"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/routing"
 )
 
 func init() { caddy.RegisterModule(Module{}) }
@@ -41,7 +44,37 @@ func init() { caddy.RegisterModule(Module{}) }
 // Module is the llm.api.keys module: the gateway keys, virtual keys,
 // configs and audit log APIs.
 type Module struct {
-	app *app.App
+	app Gateway
+}
+
+// Gateway is what the keys API uses of the gateway it serves (the llm
+// app satisfies it), declared here so the module depends on these
+// methods and not on the app's: the key store the routes write, the
+// records the Caddyfile declares (read-only here), the resolver a key's
+// defaults are checked against, and the tenancy rule's question.
+type Gateway interface {
+	// KeyStore is the API's record store (nil without one).
+	KeyStore() *keys.Store
+	// ConfigKeys are the Caddyfile's gateway keys.
+	ConfigKeys() []*identity.Caller
+	// ConfigVirtualKey is the Caddyfile's virtual key name.
+	ConfigVirtualKey(name string) (*providers.Settings, bool)
+	// ConfigVirtualKeyNames are the Caddyfile's virtual keys, sorted.
+	ConfigVirtualKeyNames() []string
+	// ConfigConfigs are the Caddyfile's saved configs by id.
+	ConfigConfigs() map[string][]byte
+	// For is the resolver of saved configs and virtual keys caller
+	// routes with.
+	For(caller *identity.Caller) routing.Resolver
+	// CheckConfig validates a config body as workspace ws of org routes it.
+	CheckConfig(body []byte, org, ws string) error
+	// CheckVirtualKey validates provider settings given through the API.
+	CheckVirtualKey(s *providers.Settings) error
+	// ForeignOrganisation is controlplane.Workspaces' question.
+	ForeignOrganisation(ws, own string) (string, bool)
+	// OperatorModelAlias reports whether the Caddyfile declares alias
+	// (a model alias the configs API may not take).
+	OperatorModelAlias(alias string) bool
 }
 
 // CaddyModule returns the Caddy module information.
@@ -49,13 +82,20 @@ func (Module) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: controlplane.Namespace + ".keys", New: func() caddy.Module { return new(Module) }}
 }
 
-// Provision takes the llm app, whose key store the routes serve.
+// appID is the llm app's module ID, whose Gateway the routes serve.
+const appID = "llm"
+
+// Provision takes the llm app, as the Gateway the routes serve.
 func (m *Module) Provision(ctx caddy.Context) error {
-	a, err := app.Get(ctx)
+	v, err := ctx.App(appID)
 	if err != nil {
 		return err
 	}
-	m.app = a
+	g, ok := v.(Gateway)
+	if !ok {
+		return fmt.Errorf("app %s is %T, which does not serve the keys API", appID, v)
+	}
+	m.app = g
 	return nil
 }
 
@@ -102,7 +142,7 @@ type call struct {
 	*controlplane.Call
 	r     *http.Request
 	id    *identity.Caller
-	app   *app.App
+	app   Gateway
 	store *keys.Store
 	body  []byte
 	who   *keys.Actor // the caller as the rule sees it (actor)
@@ -132,6 +172,32 @@ func readOnly(what, name string) error {
 		"%s %s is declared in the Caddyfile (the llm app's configuration) and is read-only here: change it there and reload", what, apierror.QuoteID(name)).WithCode("declared_in_caddyfile")
 }
 
+// tag sets the answer's ETag: record id at version v.
+func (c *call) tag(id string, v int64) { c.SetHeader("ETag", controlplane.ETag(id, v)) }
+
+// pre is the call's If-Match as the store's precondition on record id,
+// checked on the stored version inside the write (nil without If-Match:
+// the write is still a compare-and-set on what it read).
+func (c *call) pre(id string) []keys.Precondition {
+	if len(c.r.Header.Values("If-Match")) == 0 {
+		return nil
+	}
+	return []keys.Precondition{func(v int64) bool {
+		_, ok := c.IfMatch(controlplane.ETag(id, v))
+		return ok
+	}}
+}
+
+// writeError is a write's store error as the API answers it: with
+// If-Match, a record changed after the check (a lost swap) is a 412 too,
+// since it is no longer the version named.
+func (c *call) writeError(err error, what, ref string) error {
+	if errors.Is(err, keys.ErrVersionConflict) && len(c.r.Header.Values("If-Match")) > 0 {
+		return controlplane.PreconditionFailed()
+	}
+	return storeError(err, what, ref)
+}
+
 func storeError(err error, what, ref string) error {
 	switch {
 	case errors.Is(err, keys.ErrNotFound):
@@ -150,6 +216,8 @@ func storeError(err error, what, ref string) error {
 // stores nothing.
 func writeRefused(err error) *apierror.Error {
 	switch {
+	case errors.Is(err, keys.ErrPrecondition):
+		return controlplane.PreconditionFailed()
 	case errors.Is(err, keys.ErrVersionConflict):
 		return apierror.New(http.StatusConflict, apierror.TypeInvalidRequest,
 			"the record was changed by another request at the same time and nothing was stored; read it again and retry").WithCode("version_conflict")
@@ -177,12 +245,10 @@ func object(body []byte) (map[string]json.RawMessage, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return map[string]json.RawMessage{}, nil
 	}
-	if err := keys.CheckJSON(body); err != nil {
-		var je *keys.JSONError
-		if errors.As(err, &je) && je.Name != "" {
-			return nil, apierror.BadRequest(je.Member, "%v", je)
-		}
-		return nil, apierror.BadRequest("", "the request body must be a JSON object")
+	// The router read JSON bodies strictly already; a body sent under
+	// another content type is read the same way here.
+	if err := controlplane.CheckBody(body); err != nil {
+		return nil, err
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(body, &m); err != nil || m == nil {
@@ -354,4 +420,121 @@ type list[T any] struct {
 	Data    []T    `json:"data"`
 	HasMore bool   `json:"has_more"`
 	LastID  string `json:"last_id,omitempty"`
+}
+
+// Every handler of this package asks keys.Authorize before it reads or
+// writes a record (see keys/authz.go for the rule); this file turns the
+// call's identity into the rule's actor, records into its targets, and
+// its refusals into the API's errors.
+
+// actor returns the caller as the rule sees it (built once per call).
+func (c *call) actor() *keys.Actor {
+	if c.who == nil {
+		// The caller carries its key's usage limit: no second lookup.
+		c.who = keys.ActorOf(c.id)
+	}
+	return c.who
+}
+
+// authorize applies the rule; a refusal is the API's error.
+func (c *call) authorize(act keys.Action, t *keys.Target) error {
+	d := keys.Authorize(c.actor(), act, t)
+	if d == nil {
+		return nil
+	}
+	return denial(d)
+}
+
+func denial(d *keys.Denial) *apierror.Error {
+	typ := apierror.TypeInvalidRequest
+	if d.Status == http.StatusNotFound {
+		typ = apierror.TypeNotFound
+	}
+	e := apierror.New(d.Status, typ, d.Message)
+	if d.Code != "" {
+		e = e.WithCode(d.Code)
+	}
+	if d.Param != "" {
+		e.Param = d.Param
+	}
+	return e
+}
+
+// workspaceTarget is the workspace a list or create names (named, else
+// the caller's own), with the organisation it belongs to.
+func (c *call) workspaceTarget(kind, named string) (*keys.Target, error) {
+	ws := named
+	if ws == "" {
+		ws = c.id.WorkspaceID
+	} else if uuid.Validate(ws) != nil {
+		return nil, apierror.BadRequest("workspace_id", "workspace_id must be a UUID")
+	}
+	return &keys.Target{Kind: kind, OrganisationID: c.workspaceOrganisation(ws), WorkspaceID: ws, Named: true}, nil
+}
+
+// listScope is the target of a list: the workspace named, else the
+// caller's own for a workspace key and the whole organisation for an
+// organisation key. It returns the workspace filter ("" for all).
+func (c *call) listScope(kind, named string) (string, error) {
+	if named == "" && c.id.Type == keys.TypeOrganisation {
+		return "", c.authorize(keys.ActionList, &keys.Target{Kind: kind, OrganisationID: c.id.OrganisationID, Named: true})
+	}
+	t, err := c.workspaceTarget(kind, named)
+	if err != nil {
+		return "", err
+	}
+	return t.WorkspaceID, c.authorize(keys.ActionList, t)
+}
+
+// namedWorkspace checks the workspace a call on one record names with
+// ?workspace_id= (none: the caller's own) and returns it.
+func (c *call) namedWorkspace(kind string, act keys.Action) (string, error) {
+	named := c.r.URL.Query().Get("workspace_id")
+	t, err := c.workspaceTarget(kind, named)
+	if err != nil {
+		return "", err
+	}
+	if named == "" {
+		return t.WorkspaceID, nil
+	}
+	return t.WorkspaceID, c.authorize(act, t)
+}
+
+// workspaceOrganisation is the organisation workspace ws belongs to: that
+// of a Caddyfile key or of a record there of another organisation than
+// the caller's, else the caller's (a workspace no other organisation
+// holds records in is the caller's to use).
+func (c *call) workspaceOrganisation(ws string) string {
+	if ws == c.id.WorkspaceID {
+		return c.id.OrganisationID
+	}
+	if org, ok := c.app.ForeignOrganisation(ws, c.id.OrganisationID); ok {
+		return org
+	}
+	return c.id.OrganisationID
+}
+
+// grantOf is an API key record's grant.
+func grantOf(r *keys.APIKey) *keys.Grant {
+	return &keys.Grant{Organisation: r.Type == keys.TypeOrganisation, Scopes: r.Scopes,
+		AllowedModels: r.AllowedModels, UsageLimits: r.UsageLimits}
+}
+
+// keyTarget is an API key record as the rule's target.
+func keyTarget(r *keys.APIKey) *keys.Target {
+	return &keys.Target{Kind: keys.KindAPIKey, ID: r.ID, OrganisationID: r.OrganisationID,
+		WorkspaceID: r.WorkspaceID, Source: keys.SourceAPI, Grant: grantOf(r)}
+}
+
+// configKeyTarget is a Caddyfile key as the rule's target.
+func configKeyTarget(id *identity.Caller) *keys.Target {
+	g := keys.GrantOf(id)
+	return &keys.Target{Kind: keys.KindAPIKey, ID: id.KeyID, OrganisationID: id.OrganisationID,
+		WorkspaceID: id.WorkspaceID, Source: keys.SourceConfig, Grant: &g}
+}
+
+// sharedTarget is a Caddyfile virtual key or config: every key's to use,
+// nobody's to change.
+func sharedTarget(kind, name string) *keys.Target {
+	return &keys.Target{Kind: kind, ID: name, Source: keys.SourceConfig, Shared: true}
 }

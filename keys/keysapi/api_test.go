@@ -3,6 +3,7 @@ package keysapi
 import (
 	"testing"
 
+	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	cp "github.com/caddy-llm-gateway/caddy-llm-gateway/controlplane/cptest"
 )
 
@@ -43,3 +44,6 @@ func TestKeysAPI(t *testing.T) {
 		{Name: "revoked key authenticates no more", Key: secret, Method: "GET", Path: "/v1/api-keys", Status: 401},
 	})
 }
+
+// The llm app is the Gateway the module serves.
+var _ Gateway = (*app.App)(nil)

@@ -245,6 +245,7 @@ func createAPIKey(c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.tag(r.ID, r.Version)
 	c.audit("api_key.create", "api_key", r.ID, r.WorkspaceID, r.OrganisationID,
 		given(m, "name", "description", "workspace_id", "user_id", "scopes", "rate_limits", "usage_limits", "defaults", "allowed_models", "expires_at"))
 	return map[string]string{"id": r.ID, "key": key, "object": "api-key"}, nil
@@ -290,8 +291,18 @@ func listAPIKeys(c *call) (any, error) {
 			offset = skip - len(fromConfig)
 		}
 	}
-	sf.Keep = func(r *keys.APIKey) bool { return c.lists(r.OrganisationID, r.WorkspaceID, r.Type, filter) }
-	recs, total, more := c.store.SearchAPIKeys(sf.KeyFilter, after, offset, size-len(data))
+	// The caller's reach as the list's scope (what lists keeps), so the
+	// store reads that scope's keys only.
+	a := c.actor()
+	sf.Organisation, sf.Workspace = a.OrganisationID, filter
+	if !a.Organisation {
+		sf.Workspace, sf.NoOrgKeys = a.WorkspaceID, true
+	}
+	var recs []*keys.APIKey
+	total, more := 0, false
+	if a.Organisation || filter == "" || filter == a.WorkspaceID {
+		recs, total, more = c.store.SearchAPIKeys(sf.KeyFilter, after, offset, size-len(data))
+	}
 	for _, r := range recs {
 		data = append(data, viewKey(r))
 	}
@@ -380,6 +391,7 @@ func getAPIKey(c *call) (any, error) {
 	if cfg != nil {
 		return viewConfigKey(cfg), nil
 	}
+	c.tag(r.ID, r.Version)
 	return viewKey(r), nil
 }
 
@@ -453,10 +465,11 @@ func updateAPIKey(c *call) (any, error) {
 			r.Status = status
 		}
 		return nil
-	})
+	}, c.pre(cur.ID)...)
 	if err != nil {
-		return nil, storeError(err, "api key", cur.ID)
+		return nil, c.writeError(err, "api key", cur.ID)
 	}
+	c.tag(r.ID, r.Version)
 	c.audit("api_key.update", "api_key", r.ID, r.WorkspaceID, r.OrganisationID,
 		given(m, "name", "description", "scopes", "rate_limits", "usage_limits", "defaults", "allowed_models", "expires_at", "status"))
 	return viewKey(r), nil
@@ -469,10 +482,11 @@ func deleteAPIKey(c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := c.store.RevokeAPIKey(c.r.Context(), cur.ID)
+	r, err := c.store.RevokeAPIKey(c.r.Context(), cur.ID, c.pre(cur.ID)...)
 	if err != nil {
-		return nil, storeError(err, "api key", cur.ID)
+		return nil, c.writeError(err, "api key", cur.ID)
 	}
+	c.tag(r.ID, r.Version)
 	c.audit("api_key.delete", "api_key", r.ID, r.WorkspaceID, r.OrganisationID, []string{"status"})
 	return map[string]any{"id": r.ID, "object": "api-key", "deleted": true, "status": r.Status}, nil
 }
@@ -507,10 +521,11 @@ func rotateAPIKey(c *call) (any, error) {
 	if len(idem) > maxIdemKey {
 		return nil, apierror.BadRequest("Idempotency-Key", "the Idempotency-Key header must be at most %d bytes", maxIdemKey)
 	}
-	key, r, replayed, err := c.store.RotateAPIKey(c.r.Context(), cur.ID, idem, grace)
+	key, r, replayed, err := c.store.RotateAPIKey(c.r.Context(), cur.ID, idem, grace, c.pre(cur.ID)...)
 	if err != nil {
-		return nil, storeError(err, "api key", cur.ID)
+		return nil, c.writeError(err, "api key", cur.ID)
 	}
+	c.tag(r.ID, r.Version)
 	if !replayed {
 		c.audit("api_key.rotate", "api_key", r.ID, r.WorkspaceID, r.OrganisationID, []string{"key"})
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/apierror"
-	"github.com/caddy-llm-gateway/caddy-llm-gateway/app"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/keys"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/prompts"
 	"github.com/caddy-llm-gateway/caddy-llm-gateway/providers"
@@ -77,7 +76,7 @@ var vkAliases = map[string]string{
 
 // settings merges the provider settings members of m into s, strictly:
 // an unknown member is a 400 naming it.
-func settings(m map[string]json.RawMessage, s *providers.Settings) error {
+func (c *call) settings(m map[string]json.RawMessage, s *providers.Settings) error {
 	size := 0
 	for _, v := range m {
 		size += len(v)
@@ -110,7 +109,7 @@ func settings(m map[string]json.RawMessage, s *providers.Settings) error {
 	if err := dec.Decode(out); err != nil {
 		return apierror.BadRequest("", "invalid virtual key settings: %v", err)
 	}
-	if err := app.CheckVirtualKey(out); err != nil {
+	if err := c.app.CheckVirtualKey(out); err != nil {
 		return apierror.BadRequest("", "%v", err)
 	}
 	*s = *out
@@ -184,7 +183,7 @@ func createVirtualKey(c *call) (any, error) {
 		return nil, apierror.BadRequest("name", "name is required")
 	}
 	var st providers.Settings
-	if err := settings(m, &st); err != nil {
+	if err := c.settings(m, &st); err != nil {
 		return nil, err
 	}
 	explicit, err := text(m, "slug", maxSlug, &r.Slug)
@@ -208,6 +207,7 @@ func createVirtualKey(c *call) (any, error) {
 	if err := c.store.CreateVirtualKey(c.r.Context(), r, st); err != nil {
 		return nil, storeError(err, "virtual key", r.Slug)
 	}
+	c.tag(r.ID, r.Version)
 	c.audit("virtual_key.create", "virtual_key", r.ID, r.WorkspaceID, r.OrganisationID, sortedNames(m))
 	return map[string]string{"id": r.ID, "slug": r.Slug, "object": "virtual-key"}, nil
 }
@@ -288,6 +288,7 @@ func getVirtualKey(c *call) (any, error) {
 	if cfg != nil {
 		return viewConfigVK(slug, cfg), nil
 	}
+	c.tag(r.ID, r.Version)
 	return viewVK(r), nil
 }
 
@@ -308,11 +309,12 @@ func updateVirtualKey(c *call) (any, error) {
 		if err := vkFields(m, r); err != nil {
 			return err
 		}
-		return settings(m, st)
-	})
+		return c.settings(m, st)
+	}, c.pre(cur.ID)...)
 	if err != nil {
-		return nil, storeError(err, "virtual key", cur.Slug)
+		return nil, c.writeError(err, "virtual key", cur.Slug)
 	}
+	c.tag(r.ID, r.Version)
 	c.audit("virtual_key.update", "virtual_key", r.ID, r.WorkspaceID, r.OrganisationID, sortedNames(m))
 	return map[string]string{"id": r.ID, "slug": r.Slug, "object": "virtual-key"}, nil
 }
@@ -323,8 +325,8 @@ func deleteVirtualKey(c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.store.DeleteVirtualKey(c.r.Context(), cur.ID); err != nil {
-		return nil, storeError(err, "virtual key", cur.Slug)
+	if err := c.store.DeleteVirtualKey(c.r.Context(), cur.ID, c.pre(cur.ID)...); err != nil {
+		return nil, c.writeError(err, "virtual key", cur.Slug)
 	}
 	c.audit("virtual_key.delete", "virtual_key", cur.ID, cur.WorkspaceID, cur.OrganisationID, nil)
 	return struct{}{}, nil
@@ -352,10 +354,11 @@ func rotateVirtualKey(c *call) (any, error) {
 	if len(idem) > maxIdemKey {
 		return nil, apierror.BadRequest("Idempotency-Key", "the Idempotency-Key header must be at most %d bytes", maxIdemKey)
 	}
-	r, replayed, err := c.store.RotateVirtualKey(c.r.Context(), cur.ID, idem, key)
+	r, replayed, err := c.store.RotateVirtualKey(c.r.Context(), cur.ID, idem, key, c.pre(cur.ID)...)
 	if err != nil {
-		return nil, storeError(err, "virtual key", cur.Slug)
+		return nil, c.writeError(err, "virtual key", cur.Slug)
 	}
+	c.tag(r.ID, r.Version)
 	if replayed {
 		return map[string]string{"id": r.ID, "slug": r.Slug, "object": "virtual-key"}, nil
 	}
