@@ -2,9 +2,13 @@ package sqlkv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // migrations are the records schema's steps, applied in order, each once,
@@ -32,6 +36,28 @@ var migrations = []string{
 // advisoryLock is the PostgreSQL advisory lock key the records'
 // migrations hold ("llmrecrd"; the ledger's is another).
 const advisoryLock = 0x6c6c6d7265637264
+
+// migrateRetrying runs migrate again while SQLite answers SQLITE_BUSY:
+// processes opening one new file together race to switch it to WAL,
+// and that switch (unlike a write) fails at once instead of waiting out
+// the busy timeout. Bounded by ctx and busyRetries.
+func (kv *KV) migrateRetrying(ctx context.Context) error {
+	for i := 0; ; i++ {
+		err := kv.migrate(ctx)
+		var se *sqlite.Error
+		if err == nil || kv.postgres || i == busyRetries || !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(i+1) * 20 * time.Millisecond):
+		}
+	}
+}
+
+// busyRetries bounds migrateRetrying's attempts (about 4 s in all).
+const busyRetries = 20
 
 // migrate applies the steps the database has not seen in one transaction
 // holding the schema lock: PostgreSQL's transaction-scoped advisory lock,

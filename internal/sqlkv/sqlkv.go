@@ -145,7 +145,7 @@ func (kv *KV) Connect(ctx context.Context) error {
 		return nil
 	}
 	if !kv.migrated {
-		if err := kv.migrate(ctx); err != nil {
+		if err := kv.migrateRetrying(ctx); err != nil {
 			return fmt.Errorf("sqlkv: migrating %s: %w", kv.name, err)
 		}
 		kv.migrated = true
