@@ -40,7 +40,9 @@ func fakeGeminiCount(t testing.TB) *fakeServer {
 // TestMessagesCountTokensGemini: count_tokens through the official
 // Anthropic SDK to a Gemini API target is Gemini's own count
 // (models/{model}:countTokens, the Messages body translated into its
-// generateContentRequest with the system instruction), answered as
+// generateContentRequest with the system instruction), and to a Gemini
+// model on Vertex AI Vertex's countTokens (the same members at the top
+// level), answered as
 // {"input_tokens":N} with no estimate header; Gemini's refusal reaches
 // the client in Anthropic's error shape.
 func TestMessagesCountTokensGemini(t *testing.T) {
@@ -71,6 +73,28 @@ func TestMessagesCountTokensGemini(t *testing.T) {
 	seen := up.last()
 	if got := gjson.GetBytes(seen.Body, "generateContentRequest.systemInstruction.parts.0.text").Str; got != "You are terse." {
 		t.Fatalf("gemini was sent %s", seen.Body)
+	}
+
+	// Vertex AI's countTokens for a Gemini model: the same members at the
+	// top level, the access token as a bearer.
+	vtx := newFakeServer(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		switch {
+		case r.Header.Get("Authorization") != "Bearer "+vertexToken:
+			writeJSON(w, 401, []byte(`{"error":{"code":401,"message":"Request had invalid authentication credentials.","status":"UNAUTHENTICATED"}}`))
+		case r.URL.Path != "/v1/projects/msg-project/locations/us-east5/publishers/google/models/gemini-2.5-flash:countTokens" ||
+			!gjson.GetBytes(body, "contents").IsArray() || gjson.GetBytes(body, "generateContentRequest").Exists():
+			writeJSON(w, 400, []byte(`{"error":{"code":400,"message":"Invalid request","status":"INVALID_ARGUMENT"}}`))
+		default:
+			writeJSON(w, 200, []byte(fmt.Sprintf(`{"totalTokens":%d,"totalBillableCharacters":60}`, len(gjson.GetBytes(body, "contents").Array())*10+5)))
+		}
+	})
+	vc := messagesClient(configHeader(vertexTarget(vtx))...)
+	n, err = vc.Messages.CountTokens(ctx, params, option.WithResponseInto(&raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.InputTokens != 35 || raw.Header.Get("X-Gateway-Token-Estimate") != "" {
+		t.Fatalf("vertex: count %d (want 35), estimate header %q", n.InputTokens, raw.Header.Get("X-Gateway-Token-Estimate"))
 	}
 
 	// Gemini's refusal (an unknown model), in Anthropic's shape.

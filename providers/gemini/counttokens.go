@@ -31,15 +31,7 @@ func (provider) SpeaksMessages(op providers.Operation, _ string) bool {
 // body for model: {"generateContentRequest":{"model":"models/<model>",
 // …the generateContent request…}}.
 func CountRequest(body []byte, model string) ([]byte, error) {
-	r, err := messages.Parse(body, true)
-	if err != nil {
-		return nil, err
-	}
-	chat, err := messages.ToChat(r)
-	if err != nil {
-		return nil, err
-	}
-	gen, err := BuildRequest(chat)
+	gen, err := CountContents(body)
 	if err != nil {
 		return nil, err
 	}
@@ -55,27 +47,69 @@ func CountRequest(body []byte, model string) ([]byte, error) {
 	return append(out, '}'), nil
 }
 
-// countTokens translates countTokens' answer into count_tokens'.
-type countTokens struct{ provider string }
+// CountContents returns the generateContent request a Messages
+// count_tokens body is counted as: contents, systemInstruction, tools
+// and generationConfig, the members countTokens takes (Vertex AI's at its
+// top level, the Gemini API's inside generateContentRequest).
+func CountContents(body []byte) ([]byte, error) {
+	r, err := messages.Parse(body, true)
+	if err != nil {
+		return nil, err
+	}
+	chat, err := messages.ToChat(r)
+	if err != nil {
+		return nil, err
+	}
+	gen, err := BuildRequest(chat)
+	if err != nil {
+		return nil, err
+	}
+	var v [len(countMembers)][]byte
+	jsonlimit.Members(gen, countMembers[:], v[:])
+	out := append(make([]byte, 0, len(gen)), '{')
+	for i, name := range countMembers {
+		if v[i] == nil {
+			continue
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = oaiwire.AppendString(out, name)
+		out = append(out, ':')
+		out = append(out, v[i]...)
+	}
+	return append(out, '}'), nil
+}
+
+// countMembers are the members of a generateContent request countTokens
+// takes.
+var countMembers = [...]string{"contents", "systemInstruction", "tools", "generationConfig"}
+
+// CountTokens translates countTokens' answer, {"totalTokens":N,…}, into
+// count_tokens', {"input_tokens":N}.
+type CountTokens struct {
+	// Provider is the slug named in error messages.
+	Provider string
+}
 
 // Response implements providers.Translator.
-func (t countTokens) Response(_ *providers.Call, body []byte) ([]byte, *providers.Usage, error) {
+func (t CountTokens) Response(_ *providers.Call, body []byte) ([]byte, *providers.Usage, error) {
 	n := gjson.GetBytes(body, "totalTokens")
 	if jsonlimit.Object(body) != nil || n.Type != gjson.Number || n.Int() < 0 {
-		return nil, nil, oaiwire.MissingField(t.provider, "totalTokens")
+		return nil, nil, oaiwire.MissingField(t.Provider, "totalTokens")
 	}
 	return messages.CountBody(n.Int()), nil, nil
 }
 
 // Error implements providers.Translator: the error in Anthropic's shape,
 // which count_tokens' clients read.
-func (countTokens) Error(_ *providers.Call, status int, body []byte) []byte {
+func (CountTokens) Error(_ *providers.Call, status int, body []byte) []byte {
 	return messages.Reshape(status, body)
 }
 
 // Stream implements providers.Translator; countTokens never streams, so
 // what comes is passed as it is.
-func (countTokens) Stream(_ *providers.Call, w io.Writer) providers.StreamConverter {
+func (CountTokens) Stream(_ *providers.Call, w io.Writer) providers.StreamConverter {
 	return passThrough{w}
 }
 

@@ -116,7 +116,7 @@ func (provider) Translator(op providers.Operation) providers.Translator {
 	case providers.OpEmbeddings:
 		return embeddings{}
 	case providers.OpCountTokens:
-		return countTokens{provider: Slug}
+		return CountTokens{Provider: Slug}
 	}
 	return nil
 }
