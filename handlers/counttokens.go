@@ -15,7 +15,8 @@ import (
 // /v1/messages/count_tokens (Anthropic's, messages.go) are answered for
 // every provider: by the provider's own count endpoint where the route
 // has a target that has one (OpenAI's input_tokens, passed through;
-// Anthropic's, Bedrock's and Vertex AI's count_tokens for Claude), else
+// Anthropic's, Bedrock's and Vertex AI's count_tokens for Claude, and
+// Gemini's countTokens on the Gemini API and Vertex AI), else
 // by the gateway, counting with OpenAI's tokenizers (tokenest.Count, the
 // count token preflight uses) and marking the answer an estimate
 // (x-gateway-token-estimate: true). Either way the route is resolved as

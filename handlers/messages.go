@@ -142,7 +142,7 @@ func (a *messagesAdapter) Native(t *routing.Target) bool {
 // a target that cannot count fails (and a fallback moves on).
 func (a *messagesAdapter) ToChat(_ context.Context, body []byte) ([]byte, error) {
 	if a.op == providers.OpCountTokens {
-		return nil, apierror.BadRequest("", "this target cannot count tokens: count_tokens is answered by Anthropic, Claude on Bedrock and Claude on Vertex AI targets, or estimated when the request has none").WithCode("unsupported_for_target")
+		return nil, apierror.BadRequest("", "this target cannot count tokens: count_tokens is answered by Anthropic, Claude on Bedrock, Vertex AI and Gemini API targets, or estimated when the request has none").WithCode("unsupported_for_target")
 	}
 	r := a.r
 	if !bytes.Equal(body, a.body) {

@@ -87,6 +87,16 @@ func (provider) Prepare(c *providers.Call, s *providers.Settings, u *providers.U
 		}
 		method = http.MethodPost
 		u.Header.Set("Content-Type", "application/json")
+	case providers.OpCountTokens:
+		model, err := Model(c.Model)
+		if err != nil {
+			return err
+		}
+		if body, err = CountRequest(c.Body, model); err != nil {
+			return err
+		}
+		path, query, method = "/models/"+model+":countTokens", "", http.MethodPost
+		u.Header.Set("Content-Type", "application/json")
 	case providers.OpProxy, providers.OpModels:
 		// Passed through with the key, for Gemini-native paths.
 	default:
@@ -105,6 +115,8 @@ func (provider) Translator(op providers.Operation) providers.Translator {
 		return Chat{Provider: Slug}
 	case providers.OpEmbeddings:
 		return embeddings{}
+	case providers.OpCountTokens:
+		return CountTokens{Provider: Slug}
 	}
 	return nil
 }

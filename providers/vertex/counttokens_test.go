@@ -35,16 +35,32 @@ func TestPrepareCountTokens(t *testing.T) {
 			t.Fatalf("%s: %s %v %s", tc.model, u.URL, u.Header, u.Body)
 		}
 	}
-	c := &providers.Call{Op: providers.OpCountTokens, Method: "POST", Model: "gemini-2.5-pro", Body: []byte(`{"model":"gemini-2.5-pro"}`), Header: http.Header{}}
+	// A Gemini model counts with its own countTokens, the Messages body
+	// translated into generateContent members at the top level.
+	c := &providers.Call{Op: providers.OpCountTokens, Method: "POST", Model: "gemini-2.5-pro", Stream: true, Header: http.Header{},
+		Body: []byte(`{"model":"gemini-2.5-pro","system":"Be brief.","messages":[{"role":"user","content":"hi"}]}`)}
+	u, err := prepare(&provider{}, c, &providers.Settings{APIKey: "tok", CloudCProjectID: "proj", CloudCRegion: "us-east5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := gjson.ParseBytes(u.Body)
+	if u.URL.String() != "https://us-east5-aiplatform.googleapis.com/v1/projects/proj/locations/us-east5/publishers/google/models/gemini-2.5-pro:countTokens" ||
+		c.Stream || b.Get("contents.0.parts.0.text").Str != "hi" || b.Get("systemInstruction.parts.0.text").Str != "Be brief." || b.Get("generateContentRequest").Exists() {
+		t.Fatalf("gemini: %s %s", u.URL, u.Body)
+	}
+	c = &providers.Call{Op: providers.OpCountTokens, Method: "POST", Model: "gemini-2.5-pro", Body: []byte(`{"model":"gemini-2.5-pro"}`), Header: http.Header{}}
 	if _, err := prepare(&provider{}, c, &providers.Settings{APIKey: "tok", CloudCProjectID: "proj"}); err == nil {
-		t.Fatal("count_tokens for a Gemini model was sent to Claude's endpoint")
+		t.Fatal("a count_tokens body without messages was sent")
 	}
 	tr := (&provider{}).Translator(providers.OpCountTokens)
 	if out, u, err := tr.Response(&providers.Call{}, []byte(`{"input_tokens":14}`)); err != nil || string(out) != `{"input_tokens":14}` || u != nil {
 		t.Fatalf("answer %s %v %v", out, u, err)
 	}
-	if _, _, err := tr.Response(&providers.Call{}, []byte(`{"totalTokens":14}`)); err == nil {
-		t.Fatal("a Gemini count answer was accepted")
+	if out, _, err := tr.Response(&providers.Call{}, []byte(`{"totalTokens":14,"totalBillableCharacters":40}`)); err != nil || string(out) != `{"input_tokens":14}` {
+		t.Fatalf("a Gemini count answer: %s %v", out, err)
+	}
+	if _, _, err := tr.Response(&providers.Call{}, []byte(`{"tokens":14}`)); err == nil {
+		t.Fatal("an answer with no count was accepted")
 	}
 	e := tr.Error(&providers.Call{}, 404, []byte(`{"error":{"code":404,"message":"Publisher model not found","status":"NOT_FOUND"}}`))
 	if gjson.GetBytes(e, "error.type").Str != "not_found_error" {

@@ -184,11 +184,20 @@ func messagesRoute(c *providers.Call, location string) (path string, body []byte
 	if err != nil {
 		return "", nil, err
 	}
-	if pub != Anthropic {
-		return "", nil, oaiwire.Unsupported(Slug, "/v1/messages with a Gemini model (send it to /v1/chat/completions, or name a Claude model)")
-	}
 	if model, err = gemini.Model(model); err != nil {
 		return "", nil, err
+	}
+	if pub != Anthropic && c.Op == providers.OpCountTokens {
+		// Gemini's countTokens takes the generateContent members at
+		// its top level (counttokens.go).
+		c.Stream = false
+		if body, err = gemini.CountContents(c.Body); err != nil {
+			return "", nil, err
+		}
+		return location + "/publishers/" + string(pub) + "/models/" + model + ":countTokens", body, nil
+	}
+	if pub != Anthropic {
+		return "", nil, oaiwire.Unsupported(Slug, "/v1/messages with a Gemini model (send it to /v1/chat/completions, or name a Claude model)")
 	}
 	if c.Op == providers.OpCountTokens {
 		// Claude's token counting takes the Messages body with the
@@ -210,10 +219,14 @@ func messagesRoute(c *providers.Call, location string) (path string, body []byte
 }
 
 // SpeaksMessages implements providers.MessagesSpeaker: Claude models take
-// the Messages API and count_tokens on Vertex AI.
+// the Messages API and count_tokens on Vertex AI; Gemini models count
+// tokens with countTokens (the body translated, counttokens.go).
 func (p *provider) SpeaksMessages(op providers.Operation, model string) bool {
 	pub, _, err := SplitModel(model)
-	return (op == providers.OpMessages || op == providers.OpCountTokens) && err == nil && pub == Anthropic
+	if err != nil {
+		return false
+	}
+	return op == providers.OpCountTokens || op == providers.OpMessages && pub == Anthropic
 }
 
 // countBody is the count-tokens body of a count_tokens call: the
@@ -251,7 +264,7 @@ func (p *provider) Translator(op providers.Operation) providers.Translator {
 	case providers.OpMessages:
 		return claudeNative
 	case providers.OpCountTokens:
-		return claudeCount
+		return countTokens{}
 	}
 	return nil
 }

@@ -247,11 +247,12 @@ func TestChatPicksTranslation(t *testing.T) {
 }
 
 // Only Claude models take the Messages API on Vertex AI; a Gemini model
-// there is translated by the gateway, never sent a Messages body.
+// there is translated by the gateway, never sent a Messages body. Both
+// count tokens natively (a Gemini model with countTokens).
 func TestMessagesOnlyClaude(t *testing.T) {
 	p := &provider{}
 	if !p.SpeaksMessages(providers.OpMessages, "claude-sonnet-4-5@20250929") || p.SpeaksMessages(providers.OpMessages, "gemini-2.5-pro") ||
-		!p.SpeaksMessages(providers.OpCountTokens, "claude-sonnet-4-5@20250929") || p.SpeaksMessages(providers.OpCountTokens, "gemini-2.5-pro") ||
+		!p.SpeaksMessages(providers.OpCountTokens, "claude-sonnet-4-5@20250929") || !p.SpeaksMessages(providers.OpCountTokens, "gemini-2.5-pro") ||
 		p.SpeaksMessages(providers.OpChat, "claude-sonnet-4-5@20250929") {
 		t.Fatal("SpeaksMessages")
 	}
